@@ -1,0 +1,103 @@
+#include "core/fat.h"
+
+#include <algorithm>
+
+#include "core/macho.h"
+#include "core/macho_format.h"
+
+namespace machofix {
+
+uint64_t fat_header_size(const Universal& universal) {
+  return 8 + universal.slices.size() * (universal.fat64 ? 32 : 20);
+}
+
+Universal parse_universal(const Bytes& file) {
+  Universal universal;
+  uint32_t magic = file.be32(0, "fat magic");
+  if (magic != macho::FAT_MAGIC && magic != macho::FAT_MAGIC_64) file.fail_here(0, "not a universal file");
+  universal.fat64 = magic == macho::FAT_MAGIC_64;
+  uint32_t count = file.be32(4, "nfat_arch");
+  if (count == 0 || count > 64) file.fail_here(4, "nfat_arch " + std::to_string(count) + " is not a plausible slice count");
+  uint64_t entry_size = universal.fat64 ? 32 : 20;
+  file.require(8, count * entry_size, "fat_arch table");
+  for (uint32_t i = 0; i < count; ++i) {
+    uint64_t at = 8 + i * entry_size;
+    FatSlice slice;
+    slice.cputype = file.be32(at);
+    slice.cpusubtype = file.be32(at + 4);
+    slice.offset = universal.fat64 ? file.be64(at + 8) : file.be32(at + 8);
+    slice.size = universal.fat64 ? file.be64(at + 16) : file.be32(at + 12);
+    slice.align = universal.fat64 ? file.be32(at + 24) : file.be32(at + 16);
+    std::string arch = cpu_name(slice.cputype, slice.cpusubtype);
+    if (slice.align > 15) file.fail_here(at, "slice " + arch + ": alignment 2^" + std::to_string(slice.align) + " is too large");
+    if (!fits(slice.offset, slice.size, file.size()))
+      file.fail_here(at + 8, "slice " + arch + " (offset " + hex(slice.offset) + ", size " + hex(slice.size) +
+                                 ") runs past the end of the file");
+    if (slice.offset < 8 + count * entry_size)
+      file.fail_here(at + 8, "slice " + arch + " overlaps the fat header");
+    universal.slices.push_back(slice);
+  }
+  std::vector<FatSlice> by_offset = universal.slices;
+  std::sort(by_offset.begin(), by_offset.end(), [](auto& a, auto& b) { return a.offset < b.offset; });
+  for (size_t i = 1; i < by_offset.size(); ++i)
+    if (by_offset[i - 1].offset + by_offset[i - 1].size > by_offset[i].offset)
+      file.fail_here(by_offset[i].offset, "slices " + cpu_name(by_offset[i - 1].cputype, by_offset[i - 1].cpusubtype) +
+                                               " and " + cpu_name(by_offset[i].cputype, by_offset[i].cpusubtype) + " overlap");
+  for (size_t i = 0; i < universal.slices.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (universal.slices[i].cputype == universal.slices[j].cputype &&
+          (universal.slices[i].cpusubtype & 0xffffff) == (universal.slices[j].cpusubtype & 0xffffff))
+        file.fail_here(8 + i * entry_size, "architecture " +
+                                               cpu_name(universal.slices[i].cputype, universal.slices[i].cpusubtype) +
+                                               " appears twice");
+  return universal;
+}
+
+std::vector<uint64_t> layout_universal(Universal& universal, const std::vector<uint64_t>& new_sizes) {
+  std::vector<size_t> order(universal.slices.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  // Keep the slices in the order they had in the file.
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return universal.slices[a].offset < universal.slices[b].offset; });
+  uint64_t position = fat_header_size(universal);
+  for (size_t index : order) {
+    FatSlice& slice = universal.slices[index];
+    uint64_t alignment = uint64_t(1) << slice.align;
+    uint64_t aligned = (position + alignment - 1) & ~(alignment - 1);
+    // The first slice stays where it was when possible (lipo puts it on a page).
+    if (index == order.front()) aligned = std::max(aligned, slice.offset);
+    slice.offset = aligned;
+    slice.size = new_sizes[index];
+    if (!universal.fat64 && (slice.offset > UINT32_MAX || slice.size > UINT32_MAX || slice.offset + slice.size > UINT32_MAX))
+      fail("a slice would lie beyond 4 GiB, which a 32-bit fat header cannot describe");
+    position = slice.offset + slice.size;
+  }
+  std::vector<uint64_t> offsets;
+  for (const FatSlice& slice : universal.slices) offsets.push_back(slice.offset);
+  return offsets;
+}
+
+std::vector<uint8_t> universal_header_bytes(const Universal& universal) {
+  std::vector<uint8_t> header(fat_header_size(universal), 0);
+  put_be32(header, 0, universal.fat64 ? macho::FAT_MAGIC_64 : macho::FAT_MAGIC);
+  put_be32(header, 4, static_cast<uint32_t>(universal.slices.size()));
+  uint64_t entry_size = universal.fat64 ? 32 : 20;
+  for (size_t i = 0; i < universal.slices.size(); ++i) {
+    const FatSlice& slice = universal.slices[i];
+    uint64_t at = 8 + i * entry_size;
+    put_be32(header, at, slice.cputype);
+    put_be32(header, at + 4, slice.cpusubtype);
+    if (universal.fat64) {
+      put_be64(header, at + 8, slice.offset);
+      put_be64(header, at + 16, slice.size);
+      put_be32(header, at + 24, slice.align);
+    } else {
+      put_be32(header, at + 8, static_cast<uint32_t>(slice.offset));
+      put_be32(header, at + 12, static_cast<uint32_t>(slice.size));
+      put_be32(header, at + 16, slice.align);
+    }
+  }
+  return header;
+}
+
+}  // namespace machofix

@@ -1,0 +1,157 @@
+#include "core/file_io.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace machofix {
+
+namespace {
+
+[[noreturn]] void system_error(const std::string& what, const std::string& path) {
+  Error error(what + ": " + std::strerror(errno));
+  error.in_file(path);
+  throw error;
+}
+
+std::string directory_of(const std::string& path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+std::string base_name(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// ".<name>.machofix-<pid>-": the prefix of every temporary file for `target`.
+std::string temp_prefix(const std::string& target) { return "." + base_name(target) + ".machofix-"; }
+
+}  // namespace
+
+MappedFile::MappedFile(const std::string& path) : path_(path) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) system_error("cannot open", path);
+  struct stat info;
+  if (fstat(fd_, &info) != 0) system_error("cannot stat", path);
+  if (!S_ISREG(info.st_mode)) {
+    ::close(fd_);
+    Error error("not a regular file");
+    error.in_file(path);
+    throw error;
+  }
+  mode_ = info.st_mode & 07777;
+  size_ = static_cast<uint64_t>(info.st_size);
+  if (size_ == 0) return;
+  void* mapped = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd_, 0);
+  if (mapped == MAP_FAILED) system_error("cannot map", path);
+  data_ = static_cast<const uint8_t*>(mapped);
+}
+
+MappedFile::~MappedFile() {
+  if (data_) munmap(const_cast<uint8_t*>(data_), size_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+AtomicOutput::AtomicOutput(const std::string& target, mode_t mode) : target_(target), mode_(mode) {
+  remove_stale_temporaries(target);
+  std::string pattern = directory_of(target) + "/" + temp_prefix(target) + std::to_string(getpid()) + "-XXXXXX";
+  std::vector<char> name(pattern.begin(), pattern.end());
+  name.push_back('\0');
+  fd_ = mkstemp(name.data());
+  if (fd_ < 0) system_error("cannot create a temporary file beside the output", target);
+  temp_path_ = name.data();
+}
+
+AtomicOutput::~AtomicOutput() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_) ::unlink(temp_path_.c_str());
+}
+
+void AtomicOutput::write_at(uint64_t offset, const uint8_t* data, uint64_t size) {
+  while (size > 0) {
+    ssize_t written = pwrite(fd_, data, size, static_cast<off_t>(offset));
+    if (written < 0 && errno == EINTR) continue;
+    if (written <= 0) system_error("cannot write the output", target_);
+    data += written, offset += written, size -= written;
+  }
+}
+
+void AtomicOutput::copy_from(int in_fd, uint64_t in_offset, uint64_t out_offset, uint64_t length) {
+#ifdef __linux__
+  while (length > 0) {
+    loff_t from = static_cast<loff_t>(in_offset), to = static_cast<loff_t>(out_offset);
+    ssize_t copied = copy_file_range(in_fd, &from, fd_, &to, length, 0);
+    if (copied < 0 && errno == EINTR) continue;
+    if (copied < 0 && (errno == EXDEV || errno == ENOSYS || errno == EOPNOTSUPP || errno == EINVAL)) break;
+    if (copied < 0) system_error("cannot write the output", target_);
+    if (copied == 0) break;  // the source is shorter than it was: caught by the fallback
+    in_offset += copied, out_offset += copied, length -= copied;
+  }
+#endif
+  std::vector<uint8_t> buffer(std::min<uint64_t>(length, 1 << 20));
+  while (length > 0) {
+    ssize_t got = pread(in_fd, buffer.data(), std::min<uint64_t>(length, buffer.size()), static_cast<off_t>(in_offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) system_error("cannot read the input", target_);
+    if (got == 0) {
+      Error error("the input became shorter while it was being copied");
+      error.in_file(target_);
+      throw error;
+    }
+    write_at(out_offset, buffer.data(), got);
+    in_offset += got, out_offset += got, length -= got;
+  }
+}
+
+void AtomicOutput::truncate(uint64_t size) {
+  if (ftruncate(fd_, static_cast<off_t>(size)) != 0) system_error("cannot size the output", target_);
+}
+
+void AtomicOutput::commit() {
+  if (fchmod(fd_, mode_) != 0) system_error("cannot set the output's mode", target_);
+  if (fsync(fd_) != 0) system_error("cannot flush the output", target_);
+  if (::close(fd_) != 0) {
+    fd_ = -1;
+    system_error("cannot close the output", target_);
+  }
+  fd_ = -1;
+  if (rename(temp_path_.c_str(), target_.c_str()) != 0) system_error("cannot rename the output into place", target_);
+  committed_ = true;
+  int directory = ::open(directory_of(target_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (directory >= 0) {
+    fsync(directory);  // makes the rename itself durable
+    ::close(directory);
+  }
+}
+
+void write_file_atomically(const std::string& target, const std::vector<uint8_t>& data, mode_t mode) {
+  AtomicOutput output(target, mode);
+  output.write_at(0, data);
+  output.commit();
+}
+
+void remove_stale_temporaries(const std::string& target) {
+  std::string directory = directory_of(target);
+  std::string prefix = temp_prefix(target);
+  DIR* listing = opendir(directory.c_str());
+  if (!listing) return;
+  while (dirent* entry = readdir(listing)) {
+    std::string name = entry->d_name;
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+    // A pid that still runs might be another machofix writing this very file right now.
+    if (pid > 0 && (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM)) continue;
+    ::unlink((directory + "/" + name).c_str());
+  }
+  closedir(listing);
+}
+
+}  // namespace machofix

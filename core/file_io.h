@@ -1,0 +1,74 @@
+// Reading files without copying them, and writing them so nothing is ever lost.
+//
+// Outputs go to a temporary file in the target's directory, are flushed, then
+// renamed over the target (a new inode: the kernel caches code signatures per
+// vnode). Until commit() the target is untouched; a failure, or a process killed
+// half-way, leaves at most a temporary file that the next run in that directory
+// removes (its name carries the writer's pid).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/bytes.h"
+
+namespace machofix {
+
+// A read-only memory map of a whole file.
+class MappedFile {
+ public:
+  explicit MappedFile(const std::string& path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  Bytes bytes() const { return Bytes(data_, size_); }
+  uint64_t size() const { return size_; }
+  int fd() const { return fd_; }
+  mode_t mode() const { return mode_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  const uint8_t* data_ = nullptr;
+  uint64_t size_ = 0;
+  mode_t mode_ = 0644;
+};
+
+class AtomicOutput {
+ public:
+  // Creates the temporary file beside `target`; `mode` is applied at commit.
+  AtomicOutput(const std::string& target, mode_t mode);
+  ~AtomicOutput();  // removes the temporary file unless committed
+  AtomicOutput(const AtomicOutput&) = delete;
+  AtomicOutput& operator=(const AtomicOutput&) = delete;
+
+  void write_at(uint64_t offset, const uint8_t* data, uint64_t size);
+  void write_at(uint64_t offset, const std::vector<uint8_t>& data) { write_at(offset, data.data(), data.size()); }
+  // Copies [in_offset, in_offset + length) of `in_fd` to out_offset, in the kernel
+  // where it can (copy_file_range), else through a small buffer.
+  void copy_from(int in_fd, uint64_t in_offset, uint64_t out_offset, uint64_t length);
+  void truncate(uint64_t size);
+  // fsync, set the mode, rename over the target, fsync the directory.
+  void commit();
+  const std::string& temp_path() const { return temp_path_; }
+
+ private:
+  std::string target_;
+  std::string temp_path_;
+  int fd_ = -1;
+  mode_t mode_;
+  bool committed_ = false;
+};
+
+void write_file_atomically(const std::string& target, const std::vector<uint8_t>& data, mode_t mode);
+
+// Removes temporary files left in `target`'s directory by an earlier machofix process
+// that no longer runs.
+void remove_stale_temporaries(const std::string& target);
+
+}  // namespace machofix

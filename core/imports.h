@@ -1,0 +1,59 @@
+// Every place a library ordinal is stored, and every import it serves.
+//
+// scan_imports() walks all sources listed in shared/spec/macho-dylibs.md: undefined
+// nlist n_desc, bind and lazy-bind opcodes, chained-fixups imports (three formats)
+// and re-export entries of both exports tries. It produces
+//  - sites: where an ordinal is written and how (the rewriter renumbers these), and
+//  - imports: which symbol each site serves (analysis and verification use these).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/macho.h"
+
+namespace machofix {
+
+enum class ImportSource { Symtab, Bind, LazyBind, ChainedFixups, ExportsTrie };
+const char* import_source_name(ImportSource source);
+
+enum class SiteEncoding {
+  NDescHighByte,  // 1 byte: the high byte of n_desc
+  OpcodeImm,      // low nibble of a BIND_OPCODE_SET_DYLIB_ORDINAL_IMM byte
+  OpcodeUleb,     // ULEB128 after BIND_OPCODE_SET_DYLIB_ORDINAL_ULEB, `length` bytes
+  OpcodeSpecial,  // BIND_OPCODE_SET_DYLIB_SPECIAL_IMM: never renumbered
+  Chained8,       // lib_ordinal byte of DYLD_CHAINED_IMPORT(_ADDEND)
+  Chained16,      // lib_ordinal u16 of DYLD_CHAINED_IMPORT_ADDEND64
+  TrieUleb,       // re-export ordinal ULEB128 in an exports-trie terminal, `length` bytes
+};
+
+struct OrdinalSite {
+  ImportSource source;
+  SiteEncoding encoding;
+  uint64_t offset = 0;  // from the start of the slice
+  uint32_t length = 1;  // bytes of the encoding (ULEB forms)
+  int ordinal = 0;      // signed: 0 self, -1 main executable, -2 flat lookup, -3 weak lookup
+};
+
+struct Import {
+  ImportSource source;
+  std::string symbol;
+  int ordinal = 0;
+  bool weak = false;
+};
+
+struct ImportScan {
+  std::vector<OrdinalSite> sites;
+  std::vector<Import> imports;
+};
+
+ImportScan scan_imports(const MachO& image);
+
+// "libfoo.dylib", "self", "main-executable", "flat-lookup", "weak-lookup": what an
+// ordinal resolves to in `image`, used to check that a rewrite binds every import to
+// the same library as before.
+std::string resolve_ordinal(const MachO& image, int ordinal);
+
+}  // namespace machofix

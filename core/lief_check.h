@@ -1,0 +1,19 @@
+// A second, independent reading of a rewritten slice by LIEF.
+//
+// machofix's own reader decides everything; LIEF (an unrelated parser) re-reads each
+// output slice and must agree on the load commands, the dependent dylibs, and the
+// library every undefined symbol and every bind names. A disagreement means one of
+// the two readers is wrong about this file: nothing is written.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/imports.h"
+#include "core/macho.h"
+
+namespace machofix {
+
+void cross_check_with_lief(const std::vector<uint8_t>& slice, const MachO& ours, const ImportScan& scan);
+
+}  // namespace machofix

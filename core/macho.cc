@@ -1,0 +1,272 @@
+#include "core/macho.h"
+
+#include "core/macho_format.h"
+
+namespace machofix {
+
+using namespace macho;
+
+const char* dylib_kind_name(DylibKind kind) {
+  switch (kind) {
+    case DylibKind::Load: return "load";
+    case DylibKind::Weak: return "weak";
+    case DylibKind::Reexport: return "reexport";
+    case DylibKind::Upward: return "upward";
+  }
+  return "?";
+}
+
+std::string cpu_name(uint32_t cputype, uint32_t cpusubtype) {
+  uint32_t subtype = cpusubtype & 0x00ffffff;  // high bits are capability flags (ptrauth ABI)
+  switch (cputype) {
+    case CPU_TYPE_ARM64: return subtype == 2 ? "arm64e" : "arm64";
+    case CPU_TYPE_X86_64: return subtype == 8 ? "x86_64h" : "x86_64";
+    case 7: return "i386";
+    case 12: return subtype == 9 ? "armv7" : subtype == 11 ? "armv7s" : subtype == 12 ? "armv7k" : "arm";
+    case 12 | 0x02000000: return "arm64_32";
+    case 18: return "ppc";
+    case 18 | CPU_ARCH_ABI64: return "ppc64";
+  }
+  return "cputype " + std::to_string(cputype);
+}
+
+bool MachO::two_level() const { return flags & MH_TWOLEVEL; }
+
+std::string MachO::arch() const { return cpu_name(cputype, cpusubtype); }
+
+std::string MachO::filetype_name() const {
+  switch (filetype) {
+    case MH_EXECUTE: return "executable";
+    case MH_DYLIB: return "dylib";
+    case MH_BUNDLE: return "bundle";
+  }
+  return "filetype " + std::to_string(filetype);
+}
+
+const Segment* MachO::segment(const std::string& name) const {
+  for (const Segment& segment : segments)
+    if (segment.name == name) return &segment;
+  return nullptr;
+}
+
+uint64_t MachO::load_commands_end() const { return kHeaderSize64 + sizeofcmds; }
+
+uint64_t MachO::first_section_offset() const {
+  uint64_t lowest = bytes.size();
+  for (const Segment& segment : segments)
+    for (const Section& section : segment.sections)
+      // Zero-fill sections have no file content; their offset field means nothing.
+      if (section.file_offset != 0 && (section.flags & 0xff) != 0x1 && (section.flags & 0xff) != 0xc &&
+          (section.flags & 0xff) != 0x12)
+        lowest = std::min<uint64_t>(lowest, section.file_offset);
+  return lowest;
+}
+
+bool looks_like_thin_macho(const Bytes& bytes) {
+  if (bytes.size() < 4) return false;
+  uint32_t magic = bytes.u32(0);
+  return magic == MH_MAGIC_64 || magic == MH_MAGIC || magic == MH_CIGAM || magic == MH_CIGAM_64;
+}
+
+bool looks_like_universal(const Bytes& bytes) {
+  if (bytes.size() < 8) return false;
+  uint32_t magic = bytes.be32(0);
+  // Java class files share 0xcafebabe; their next word (version) is far above any arch count.
+  return (magic == FAT_MAGIC || magic == FAT_MAGIC_64) && bytes.be32(4) > 0 && bytes.be32(4) < 64;
+}
+
+namespace {
+
+const char* command_name(uint32_t cmd) {
+  switch (cmd) {
+    case LC_SYMTAB: return "LC_SYMTAB";
+    case LC_DYSYMTAB: return "LC_DYSYMTAB";
+    case LC_ID_DYLIB: return "LC_ID_DYLIB";
+    case LC_CODE_SIGNATURE: return "LC_CODE_SIGNATURE";
+    case LC_DYLD_INFO: return "LC_DYLD_INFO";
+    case LC_DYLD_INFO_ONLY: return "LC_DYLD_INFO_ONLY";
+    case LC_DYLD_EXPORTS_TRIE: return "LC_DYLD_EXPORTS_TRIE";
+    case LC_DYLD_CHAINED_FIXUPS: return "LC_DYLD_CHAINED_FIXUPS";
+  }
+  return "load command";
+}
+
+class Reader {
+ public:
+  explicit Reader(const Bytes& bytes) : bytes_(bytes) { image_.bytes = bytes; }
+
+  MachO read() {
+    read_header();
+    read_commands();
+    return std::move(image_);
+  }
+
+ private:
+  void read_header() {
+    if (bytes_.size() < 4) bytes_.fail_here(0, "file too short for a Mach-O header");
+    uint32_t magic = bytes_.u32(0, "Mach-O magic");
+    if (magic == MH_MAGIC || magic == MH_CIGAM) bytes_.fail_here(0, "32-bit Mach-O is not supported (only 64-bit arm64 and x86_64)");
+    if (magic == MH_CIGAM_64) bytes_.fail_here(0, "big-endian Mach-O is not supported");
+    if (magic != MH_MAGIC_64) bytes_.fail_here(0, "not a Mach-O file (magic " + hex(magic) + ")");
+    bytes_.require(0, kHeaderSize64, "Mach-O header");
+    image_.cputype = bytes_.u32(4);
+    image_.cpusubtype = bytes_.u32(8);
+    image_.filetype = bytes_.u32(12);
+    image_.ncmds = bytes_.u32(16);
+    image_.sizeofcmds = bytes_.u32(20);
+    image_.flags = bytes_.u32(24);
+    if (image_.filetype != MH_DYLIB && image_.filetype != MH_BUNDLE && image_.filetype != MH_EXECUTE)
+      bytes_.fail_here(12, "Mach-O file type " + std::to_string(image_.filetype) +
+                               " is not supported (only dylibs, bundles and executables)");
+    if (!fits(kHeaderSize64, image_.sizeofcmds, bytes_.size()))
+      bytes_.fail_here(20, "sizeofcmds " + std::to_string(image_.sizeofcmds) + " runs past the end of the file");
+    if (image_.ncmds > image_.sizeofcmds / 8)
+      bytes_.fail_here(16, "ncmds " + std::to_string(image_.ncmds) + " cannot fit in sizeofcmds " +
+                               std::to_string(image_.sizeofcmds));
+  }
+
+  void read_commands() {
+    uint64_t end = kHeaderSize64 + image_.sizeofcmds;
+    uint64_t offset = kHeaderSize64;
+    for (uint32_t index = 0; index < image_.ncmds; ++index) {
+      if (end - offset < 8) bytes_.fail_here(offset, "load command " + std::to_string(index) + " runs past sizeofcmds");
+      LoadCommand command{bytes_.u32(offset), bytes_.u32(offset + 4), offset};
+      if (command.size < 8 || command.size % 8 != 0)
+        bytes_.fail_here(offset + 4, "load command " + std::to_string(index) + " has cmdsize " +
+                                         std::to_string(command.size) + " (must be a nonzero multiple of 8)");
+      if (command.size > end - offset)
+        bytes_.fail_here(offset + 4, "load command " + std::to_string(index) + " (cmdsize " +
+                                         std::to_string(command.size) + ") runs past sizeofcmds");
+      image_.commands.push_back(command);
+      read_command(command, image_.commands.size() - 1);
+      offset += command.size;
+    }
+  }
+
+  void read_command(const LoadCommand& command, size_t index) {
+    Bytes body = bytes_.sub(command.offset, command.size, "load command");
+    switch (command.cmd) {
+      case LC_LOAD_DYLIB: return read_dylib(body, index, DylibKind::Load);
+      case LC_LOAD_WEAK_DYLIB: return read_dylib(body, index, DylibKind::Weak);
+      case LC_REEXPORT_DYLIB: return read_dylib(body, index, DylibKind::Reexport);
+      case LC_LOAD_UPWARD_DYLIB: return read_dylib(body, index, DylibKind::Upward);
+      case LC_LAZY_LOAD_DYLIB: image_.has_lazy_load_dylib = true; return;
+      case LC_ID_DYLIB: return read_id_dylib(body);
+      case LC_SEGMENT_64: return read_segment(body, index);
+      case LC_SYMTAB: return read_symtab(body);
+      case LC_DYLD_INFO:
+      case LC_DYLD_INFO_ONLY: return read_dyld_info(body, command.cmd);
+      case LC_DYLD_CHAINED_FIXUPS: return read_data_range(body, command.cmd, image_.chained_fixups);
+      case LC_DYLD_EXPORTS_TRIE: return read_data_range(body, command.cmd, image_.exports_trie);
+      case LC_CODE_SIGNATURE:
+        image_.code_signature_command = index;
+        return read_data_range(body, command.cmd, image_.code_signature);
+    }
+  }
+
+  std::string dylib_name(const Bytes& body) {
+    body.require(0, 24, "dylib command");
+    uint32_t name_offset = body.u32(8);
+    if (name_offset < 24 || name_offset >= body.size())
+      body.fail_here(8, "dylib name offset " + std::to_string(name_offset) + " lies outside its load command");
+    return std::string(body.cstr(name_offset, "dylib install name"));
+  }
+
+  void read_dylib(const Bytes& body, size_t index, DylibKind kind) {
+    Dylib dylib;
+    dylib.install_name = dylib_name(body);
+    dylib.kind = kind;
+    dylib.command_index = index;
+    dylib.current_version = body.u32(16);
+    dylib.compatibility_version = body.u32(20);
+    dylib.ordinal = static_cast<int>(image_.dylibs.size()) + 1;
+    image_.dylibs.push_back(std::move(dylib));
+  }
+
+  void read_id_dylib(const Bytes& body) {
+    if (image_.id_name) body.fail_here(0, "duplicate LC_ID_DYLIB");
+    image_.id_name = dylib_name(body);
+  }
+
+  void read_segment(const Bytes& body, size_t index) {
+    body.require(0, 72, "LC_SEGMENT_64");
+    Segment segment;
+    segment.name = body.fixed_string(8, 16, "segment name");
+    segment.vmaddr = body.u64(24);
+    segment.vmsize = body.u64(32);
+    segment.file_offset = body.u64(40);
+    segment.file_size = body.u64(48);
+    segment.command_index = index;
+    uint32_t section_count = body.u32(64);
+    if (section_count > (body.size() - 72) / 80)
+      body.fail_here(64, "segment " + segment.name + ": " + std::to_string(section_count) + " sections do not fit in cmdsize");
+    if (!fits(segment.file_offset, segment.file_size, bytes_.size()))
+      body.fail_here(40, "segment " + segment.name + " (fileoff " + hex(segment.file_offset) + ", filesize " +
+                             hex(segment.file_size) + ") runs past the end of the file");
+    for (uint32_t i = 0; i < section_count; ++i) {
+      uint64_t at = 72 + uint64_t(i) * 80;
+      Section section;
+      section.name = body.fixed_string(at, 16, "section name");
+      section.segment_name = body.fixed_string(at + 16, 16, "section segment name");
+      section.address = body.u64(at + 32);
+      section.size = body.u64(at + 40);
+      section.file_offset = body.u32(at + 48);
+      section.flags = body.u32(at + 64);
+      segment.sections.push_back(std::move(section));
+    }
+    image_.segments.push_back(std::move(segment));
+  }
+
+  // Checks that the range lies in the slice; later stages then read it freely.
+  DataRange range_at(const Bytes& body, uint64_t field, const char* what) {
+    DataRange range{body.u32(field), body.u32(field + 4), true};
+    if (!fits(range.offset, range.size, bytes_.size()))
+      body.fail_here(field, std::string(what) + " (offset " + hex(range.offset) + ", size " + hex(range.size) +
+                                ") runs past the end of the file");
+    return range;
+  }
+
+  void read_data_range(const Bytes& body, uint32_t cmd, DataRange& into) {
+    if (into.present) body.fail_here(0, std::string("duplicate ") + command_name(cmd));
+    body.require(0, 16, command_name(cmd));
+    into = range_at(body, 8, command_name(cmd));
+  }
+
+  void read_symtab(const Bytes& body) {
+    if (image_.symtab.present) body.fail_here(0, "duplicate LC_SYMTAB");
+    body.require(0, 24, "LC_SYMTAB");
+    Symtab& symtab = image_.symtab;
+    symtab.present = true;
+    symtab.symbols_offset = body.u32(8);
+    symtab.symbol_count = body.u32(12);
+    symtab.strings_offset = body.u32(16);
+    symtab.strings_size = body.u32(20);
+    if (!fits(symtab.symbols_offset, symtab.symbol_count * kNlist64Size, bytes_.size()))
+      body.fail_here(8, "symbol table (" + std::to_string(symtab.symbol_count) + " entries at " +
+                            hex(symtab.symbols_offset) + ") runs past the end of the file");
+    if (!fits(symtab.strings_offset, symtab.strings_size, bytes_.size()))
+      body.fail_here(16, "string table (offset " + hex(symtab.strings_offset) + ", size " +
+                             hex(symtab.strings_size) + ") runs past the end of the file");
+  }
+
+  void read_dyld_info(const Bytes& body, uint32_t cmd) {
+    if (image_.dyld_info.present) body.fail_here(0, "duplicate LC_DYLD_INFO");
+    body.require(0, 48, command_name(cmd));
+    DyldInfo& info = image_.dyld_info;
+    info.present = true;
+    info.rebase = range_at(body, 8, "rebase info");
+    info.bind = range_at(body, 16, "bind info");
+    info.weak_bind = range_at(body, 24, "weak bind info");
+    info.lazy_bind = range_at(body, 32, "lazy bind info");
+    info.exports = range_at(body, 40, "export info");
+  }
+
+  const Bytes& bytes_;
+  MachO image_;
+};
+
+}  // namespace
+
+MachO parse_macho(const Bytes& bytes) { return Reader(bytes).read(); }
+
+}  // namespace machofix

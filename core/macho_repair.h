@@ -1,0 +1,85 @@
+// The Mach-O job, thin or universal: analyze, prune, re-sign, verify.
+//
+// This is what every front end calls: `inspect`/`prune` on a plain file, and the
+// .pte/.ptd rewriter for each embedded blob. Input is a read-only view of the whole
+// file (or blob); output is the complete new file in memory (Mach-O images are small
+// next to the model weights a .pte carries).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/bytes.h"
+#include "core/prune.h"
+
+namespace machofix {
+
+struct DylibReport {
+  int ordinal = 0;  // before any removal
+  std::string install_name;
+  std::string kind;  // load, weak, reexport, upward
+  std::vector<std::string> symbols;  // every symbol it supplies, sorted
+  std::vector<std::string> sources;  // symtab, bind, lazy-bind, chained-fixups, reexport
+  bool removed = false;              // removed (or, in a dry run / inspect, removable)
+  std::string reason;
+};
+
+struct SignatureReport {
+  // "unsigned", "valid", "invalid" on input; after a rewrite also "renewed",
+  // "added", "replaced (ad hoc)"
+  std::string status = "unsigned";
+  std::string style;  // "linker-signed (lld)", "codesign ad hoc", "Developer ID or other identity", ...
+  std::string identifier;
+  std::vector<std::string> hash_types;  // "sha256", "sha1"
+  uint32_t page_size = 0;
+  std::vector<std::string> problems;  // why it is invalid: which page, which slot
+};
+
+struct SliceReport {
+  std::string arch;
+  std::string filetype;  // dylib, bundle, executable
+  uint64_t offset = 0;   // in the file (universal slices)
+  uint64_t size = 0;
+  std::vector<std::string> flags;  // two-level, flat-namespace, chained-fixups, dyld-info
+  std::string install_name;        // LC_ID_DYLIB, if any
+  std::vector<DylibReport> dylibs;
+  size_t flat_lookup_imports = 0;
+  std::vector<std::string> warnings;
+  std::string left_unchanged_because;
+  SignatureReport signature;        // of the input
+  SignatureReport signature_after;  // of the output, when it changed
+  bool changed = false;
+};
+
+struct MachOReport {
+  bool universal = false;
+  bool fat64 = false;
+  std::vector<SliceReport> slices;
+  bool changed = false;
+  size_t removed_count() const;
+};
+
+struct RepairOptions {
+  PruneOptions prune;
+  bool sign_unsigned = false;   // --sign: add an ad hoc signature to unsigned slices
+  bool replace_identity = false;  // --adhoc: replace a Developer ID signature with an ad hoc one
+  std::string identifier;         // --identifier for `sign`; empty: keep / derive
+  std::string file_name;          // names a new signature when the file has no install name
+};
+
+struct MachORepair {
+  MachOReport report;
+  std::vector<uint8_t> output;  // the new file; equal to the input when nothing changed
+};
+
+// What inspect shows: analysis and plan per slice, signature checked; nothing rewritten.
+MachOReport inspect_macho(const Bytes& file, const RepairOptions& options = {});
+
+// prune + re-sign every slice; every rewrite is re-read and verified before returning.
+MachORepair prune_macho(const Bytes& file, const RepairOptions& options);
+
+// `machofix sign`: re-sign every slice (or add a signature), no pruning.
+MachORepair sign_macho(const Bytes& file, const RepairOptions& options);
+
+}  // namespace machofix

@@ -1,0 +1,236 @@
+#include "core/prune.h"
+
+#include <fnmatch.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "core/lief_check.h"
+#include "core/macho_format.h"
+
+namespace machofix {
+
+namespace {
+
+// Symbols through which code finds other code by name at run time.
+const char* const kRuntimeLookupSymbols[] = {"_dlsym", "_objc_getClass", "_objc_lookUpClass", "_NSClassFromString",
+                                             "_objc_getRequiredClass", "_NSSelectorFromString"};
+
+std::string leaf(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace
+
+bool install_name_matches(const std::string& glob, const std::string& install_name) {
+  return fnmatch(glob.c_str(), install_name.c_str(), 0) == 0 || fnmatch(glob.c_str(), leaf(install_name).c_str(), 0) == 0;
+}
+
+SliceAnalysis analyze(const MachO& image, const ImportScan& scan) {
+  SliceAnalysis analysis;
+  std::vector<std::set<std::string>> symbols(image.dylibs.size());
+  std::vector<std::set<ImportSource>> sources(image.dylibs.size());
+  std::set<std::string> lookups;
+  for (const Import& import : scan.imports) {
+    for (const char* lookup : kRuntimeLookupSymbols)
+      if (import.symbol == lookup) lookups.insert(import.symbol);
+    if (import.ordinal == macho::BIND_SPECIAL_DYLIB_FLAT_LOOKUP) ++analysis.flat_lookup_imports;
+    if (import.ordinal <= 0 || static_cast<size_t>(import.ordinal) > image.dylibs.size()) continue;
+    symbols[import.ordinal - 1].insert(import.symbol);
+    sources[import.ordinal - 1].insert(import.source);
+  }
+  for (size_t i = 0; i < image.dylibs.size(); ++i)
+    analysis.uses.push_back({image.dylibs[i], {symbols[i].begin(), symbols[i].end()}, {sources[i].begin(), sources[i].end()}});
+  analysis.runtime_lookups.assign(lookups.begin(), lookups.end());
+  return analysis;
+}
+
+size_t PrunePlan::removal_count() const {
+  return std::count_if(decisions.begin(), decisions.end(), [](const DylibDecision& d) { return d.remove; });
+}
+
+namespace {
+
+std::string plural(size_t count, const char* noun) {
+  return std::to_string(count) + " " + noun + (count == 1 ? "" : "s");
+}
+
+// Why a dylib that supplies nothing must stay, or "" if it may go.
+std::string reason_to_keep(const DylibUse& use, const PruneOptions& options) {
+  if (use.dylib.kind == DylibKind::Reexport) return "re-exported: its symbols are part of this library's interface";
+  if (use.dylib.kind == DylibKind::Upward) return "upward dependency: kept";
+  for (const std::string& glob : options.keep)
+    if (install_name_matches(glob, use.dylib.install_name)) return "kept by --keep '" + glob + "'";
+  if (!options.only.empty() &&
+      std::none_of(options.only.begin(), options.only.end(),
+                   [&](const std::string& glob) { return install_name_matches(glob, use.dylib.install_name); }))
+    return "unused, but not selected by --only";
+  return "";
+}
+
+}  // namespace
+
+PrunePlan plan_prune(const MachO& image, const SliceAnalysis& analysis, const PruneOptions& options) {
+  PrunePlan plan;
+  if (!image.two_level())
+    plan.left_unchanged_because = "flat namespace (MH_TWOLEVEL clear): imports name no library, so none can be proven unused";
+  else if (image.has_lazy_load_dylib)
+    plan.left_unchanged_because = "LC_LAZY_LOAD_DYLIB present: tools disagree on how it counts in ordinals";
+  for (const DylibUse& use : analysis.uses) {
+    DylibDecision decision{use.dylib.ordinal, false, ""};
+    if (!use.symbols.empty()) {
+      decision.reason = "supplies " + plural(use.symbols.size(), "symbol");
+    } else if (!plan.left_unchanged_because.empty()) {
+      decision.reason = "supplies no symbol, but the file is left unchanged";
+    } else {
+      decision.reason = reason_to_keep(use, options);
+      decision.remove = decision.reason.empty();
+      if (decision.remove) decision.reason = "supplies no symbol: removed";
+    }
+    plan.decisions.push_back(decision);
+  }
+  // dyld rejects a modern binary without any LC_LOAD_DYLIB: keep one, preferring libSystem.
+  if (!plan.decisions.empty() && plan.removal_count() == plan.decisions.size()) {
+    size_t keep = 0;
+    for (size_t i = 0; i < analysis.uses.size(); ++i)
+      if (analysis.uses[i].dylib.install_name.rfind("/usr/lib/libSystem", 0) == 0) keep = i;
+    plan.decisions[keep] = {plan.decisions[keep].ordinal, false, "supplies no symbol, but it is the last dependency: kept"};
+  }
+  if (plan.removal_count() && !analysis.runtime_lookups.empty()) {
+    std::string names;
+    for (const std::string& name : analysis.runtime_lookups) names += (names.empty() ? "" : ", ") + name;
+    plan.warnings.push_back("the file looks up symbols by name at run time (" + names +
+                            "): a removed library might have served those; use --keep to protect it");
+  }
+  return plan;
+}
+
+namespace {
+
+// old ordinal -> new ordinal (0 for removed ones), index 0 unused.
+std::vector<int> renumbering(const PrunePlan& plan) {
+  std::vector<int> map(plan.decisions.size() + 1, 0);
+  int next = 1;
+  for (const DylibDecision& decision : plan.decisions)
+    if (!decision.remove) map[decision.ordinal] = next++;
+  return map;
+}
+
+void write_site(std::vector<uint8_t>& out, const OrdinalSite& site, int ordinal) {
+  switch (site.encoding) {
+    case SiteEncoding::NDescHighByte:
+    case SiteEncoding::Chained8:
+      return put_u8(out, site.offset, static_cast<uint8_t>(ordinal));
+    case SiteEncoding::Chained16:
+      return put_u16(out, site.offset, static_cast<uint16_t>(ordinal));
+    case SiteEncoding::OpcodeImm:
+      // A smaller ordinal still fits the immediate: the opcode keeps its one byte.
+      return put_u8(out, site.offset, macho::BIND_OPCODE_SET_DYLIB_ORDINAL_IMM | ordinal);
+    case SiteEncoding::OpcodeUleb:
+    case SiteEncoding::TrieUleb: {
+      // Same length as before (padded if need be): stub helpers hold offsets into the stream.
+      std::vector<uint8_t> encoded = padded_uleb(ordinal, site.length);
+      return put_bytes(out, site.offset, encoded.data(), encoded.size());
+    }
+    case SiteEncoding::OpcodeSpecial:
+      return;
+  }
+}
+
+void remove_commands(const MachO& image, const PrunePlan& plan, std::vector<uint8_t>& out) {
+  std::set<size_t> removed;
+  for (const DylibDecision& decision : plan.decisions)
+    if (decision.remove) removed.insert(image.dylibs[decision.ordinal - 1].command_index);
+  std::vector<uint8_t> area;
+  uint32_t removed_bytes = 0;
+  for (size_t i = 0; i < image.commands.size(); ++i) {
+    const LoadCommand& command = image.commands[i];
+    if (removed.count(i)) {
+      removed_bytes += command.size;
+      continue;
+    }
+    const uint8_t* start = image.bytes.sub(command.offset, command.size, "load command").data();
+    area.insert(area.end(), start, start + command.size);
+  }
+  area.resize(image.sizeofcmds, 0);  // the freed bytes become zero, like unused header padding
+  put_bytes(out, macho::kHeaderSize64, area.data(), area.size());
+  put_u32(out, 16, image.ncmds - static_cast<uint32_t>(removed.size()));
+  put_u32(out, 20, image.sizeofcmds - removed_bytes);
+}
+
+}  // namespace
+
+std::vector<uint8_t> apply_prune(const MachO& image, const ImportScan& scan, const PrunePlan& plan) {
+  std::vector<uint8_t> out(image.bytes.data(), image.bytes.data() + image.bytes.size());
+  if (!plan.left_unchanged_because.empty() || plan.removal_count() == 0) return out;
+  std::vector<int> map = renumbering(plan);
+  for (const OrdinalSite& site : scan.sites) {
+    if (site.ordinal <= 0 || site.encoding == SiteEncoding::OpcodeSpecial) continue;
+    int renumbered = map.at(site.ordinal);
+    if (renumbered == 0)
+      image.bytes.fail_here(site.offset, "internal error: a removed dylib (ordinal " + std::to_string(site.ordinal) +
+                                             ") is still referenced");
+    if (renumbered != site.ordinal) write_site(out, site, renumbered);
+  }
+  remove_commands(image, plan, out);
+  return out;
+}
+
+namespace {
+
+[[noreturn]] void verification_failed(const std::string& problem) {
+  fail("verification of the rewritten file failed, nothing written: " + problem);
+}
+
+void verify_dylibs(const MachO& before, const PrunePlan& plan, const MachO& after) {
+  std::vector<std::pair<std::string, DylibKind>> expected, actual;
+  for (const DylibDecision& decision : plan.decisions)
+    if (!decision.remove) expected.emplace_back(before.dylibs[decision.ordinal - 1].install_name, before.dylibs[decision.ordinal - 1].kind);
+  for (const Dylib& dylib : after.dylibs) actual.emplace_back(dylib.install_name, dylib.kind);
+  if (expected != actual) verification_failed("the dependent dylibs are not the planned ones");
+}
+
+void verify_imports(const MachO& before, const ImportScan& before_scan, const MachO& after, const ImportScan& after_scan) {
+  if (before_scan.imports.size() != after_scan.imports.size())
+    verification_failed("the number of imports changed from " + std::to_string(before_scan.imports.size()) + " to " +
+                        std::to_string(after_scan.imports.size()));
+  for (size_t i = 0; i < before_scan.imports.size(); ++i) {
+    const Import& old_import = before_scan.imports[i];
+    const Import& new_import = after_scan.imports[i];
+    std::string was = resolve_ordinal(before, old_import.ordinal);
+    std::string now = resolve_ordinal(after, new_import.ordinal);
+    if (old_import.symbol != new_import.symbol || old_import.source != new_import.source || was != now ||
+        old_import.weak != new_import.weak)
+      verification_failed(std::string(import_source_name(old_import.source)) + " import " + old_import.symbol +
+                          " bound to " + was + " before and to " + now + " after");
+  }
+}
+
+// Every byte outside the load-command area and the ordinal sites must be untouched.
+void verify_untouched(const MachO& before, const ImportScan& scan, const std::vector<uint8_t>& after) {
+  std::vector<bool> may_change(after.size(), false);
+  std::fill(may_change.begin() + 16, may_change.begin() + macho::kHeaderSize64 + before.sizeofcmds, true);
+  for (const OrdinalSite& site : scan.sites)
+    std::fill(may_change.begin() + site.offset, may_change.begin() + site.offset + site.length, true);
+  const uint8_t* original = before.bytes.data();
+  for (size_t i = 0; i < after.size(); ++i)
+    if (original[i] != after[i] && !may_change[i])
+      verification_failed("byte at slice offset " + hex(i) + " changed outside any ordinal or load command");
+}
+
+}  // namespace
+
+void verify_prune(const MachO& before, const ImportScan& before_scan, const PrunePlan& plan,
+                  const std::vector<uint8_t>& after) {
+  if (after.size() != before.bytes.size()) verification_failed("the slice changed size");
+  MachO reread = parse_macho(Bytes(after.data(), after.size(), before.bytes.base()));
+  ImportScan reread_scan = scan_imports(reread);
+  verify_dylibs(before, plan, reread);
+  verify_imports(before, before_scan, reread, reread_scan);
+  verify_untouched(before, before_scan, after);
+  cross_check_with_lief(after, reread, reread_scan);
+}
+
+}  // namespace machofix
