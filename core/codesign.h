@@ -14,6 +14,34 @@
 
 namespace machofix {
 
+// Signature constants (xnu osfmk/kern/cs_blobs.h).
+namespace cs {
+constexpr uint32_t kSuperBlobMagic = 0xfade0cc0;
+constexpr uint32_t kCodeDirectoryMagic = 0xfade0c02;
+constexpr uint32_t kRequirementsMagic = 0xfade0c01;
+constexpr uint32_t kEntitlementsMagic = 0xfade7171;
+constexpr uint32_t kDerEntitlementsMagic = 0xfade7172;
+constexpr uint32_t kCmsWrapperMagic = 0xfade0b01;
+
+constexpr uint32_t kSlotCodeDirectory = 0;
+constexpr uint32_t kSlotInfoPlist = 1;
+constexpr uint32_t kSlotRequirements = 2;
+constexpr uint32_t kSlotResources = 3;
+constexpr uint32_t kSlotEntitlements = 5;
+constexpr uint32_t kSlotDerEntitlements = 7;
+constexpr uint32_t kSlotAlternateCodeDirectory = 0x1000;  // up to 0x1004
+constexpr uint32_t kAlternateCodeDirectoryCount = 5;
+constexpr uint32_t kSlotCms = 0x10000;
+
+constexpr uint32_t kFlagAdhoc = 0x2;
+constexpr uint32_t kFlagRuntime = 0x10000;
+constexpr uint32_t kFlagLinkerSigned = 0x20000;
+constexpr uint64_t kExecSegMainBinary = 0x1;
+
+constexpr uint32_t kVersionExecSeg = 0x20400;  // what lld and ld64 write
+constexpr uint32_t kEmptyCmsLength = 8;        // a CMS wrapper with no content: ad hoc
+}  // namespace cs
+
 struct CodeDirectory {
   uint32_t slot = 0;    // 0 or 0x1000-0x1004
   uint64_t offset = 0;  // from the start of the SuperBlob
@@ -31,6 +59,13 @@ struct CodeDirectory {
   std::string identifier;
   std::string team_id;
   uint64_t exec_seg_base = 0, exec_seg_limit = 0, exec_seg_flags = 0;
+  // Added by the implementation:
+  uint32_t fixed_size = 0;     // bytes of the fixed header this version has (44..108)
+  uint32_t team_offset = 0;    // 0: no team id
+  bool code_limit_64 = false;  // codeLimit64 holds the limit (codeLimit is 0)
+
+  uint64_t page_size() const { return uint64_t(1) << page_size_log2; }
+  std::string name() const;  // "CodeDirectory sha256"
 };
 
 struct SignatureBlob {
@@ -45,33 +80,55 @@ struct CodeSignature {
   uint64_t size = 0;    // datasize
   uint32_t length = 0;  // SuperBlob length
   std::vector<SignatureBlob> blobs;
-  std::vector<CodeDirectory> code_directories;
-  bool has_cms = false;       // a CMS wrapper blob is present
-  bool has_identity = false;  // the CMS wrapper is not empty: signed by a certificate
+  std::vector<CodeDirectory> code_directories;  // slot 0 first, then in SuperBlob order
+  bool has_cms = false;                         // a CMS wrapper blob is present
+  bool has_identity = false;                    // the CMS wrapper is not empty: signed by a certificate
 
   bool linker_signed() const;
   std::string style() const;  // "linker-signed (lld)", "linker-signed (ld64)", "ad hoc (codesign)", "identity (CMS)"
   std::string identifier() const;
   std::vector<std::string> hash_type_names() const;
   uint32_t page_size() const;
+  // Added by the implementation:
+  const CodeDirectory& primary() const { return code_directories.front(); }  // slot 0
+  const SignatureBlob* blob_in_slot(uint32_t slot) const;
 };
 
 // nullopt for an unsigned slice; an Error (with offset) for a malformed signature.
 std::optional<CodeSignature> read_code_signature(const MachO& image);
 
+// verify_code_signature's full answer: `problems` make the signature invalid;
+// `notes` are what cannot be checked here and does not make it invalid (hashes of
+// an Info.plist or of bundle resources, which live outside the Mach-O file; the CMS
+// signature of an identity).
+struct SignatureCheck {
+  std::vector<std::string> problems;
+  std::vector<std::string> notes;
+};
+SignatureCheck check_code_signature(const MachO& image);
+
 // Problems with the signature: every mismatching code page and special slot,
 // codeLimit, placement. Empty means valid. An unsigned slice gives {"not signed"}.
+// A malformed signature is reported as one problem (Error::describe(), with its
+// offset), not thrown. Runs of mismatching pages are listed up to a limit per
+// CodeDirectory, then counted.
 std::vector<std::string> verify_code_signature(const MachO& image);
 
 // Recomputes every hash of the existing signature in `slice` (code pages, special
 // slots of the blobs that are kept), in place. Refuses identity signatures.
+// codeLimit is set to the signature's offset; if that changes the number of pages
+// the CodeDirectory would have to grow, which this refuses (an Error).
 void renew_code_signature(std::vector<uint8_t>& slice, uint64_t file_offset);
 
-// Replaces an identity signature with an ad hoc one in the same space (--adhoc).
+// Replaces an identity signature with an ad hoc one in the same space (--adhoc):
+// codesign's layout (CodeDirectories with CS_ADHOC and no team id, an empty
+// Requirements set, entitlements and other blobs kept, an empty CMS wrapper),
+// zero-padded to the old datasize. An Error if it does not fit.
 void replace_with_adhoc_signature(std::vector<uint8_t>& slice, uint64_t file_offset);
 
 // Adds a linker-style ad hoc signature (SHA-256, 4096-byte pages) to an unsigned
 // slice: grows __LINKEDIT and adds LC_CODE_SIGNATURE. Returns the new, larger slice.
+// The signature is the one ld64.lld writes, byte for byte, for the same layout.
 std::vector<uint8_t> add_adhoc_signature(const MachO& image, const std::string& identifier);
 
 // The identifier `sign` uses on an unsigned file: the install name's leaf, else the file name.

@@ -155,8 +155,8 @@ class Scanner {
           stream.fail_here(at, "unknown bind opcode " + hex(byte));
       }
     }
-    // A regular bind stream must end with BIND_OPCODE_DONE; lazy ones end at their size.
-    if (!lazy && range.size) stream.fail_here(range.size, "bind opcodes run past their stream without BIND_OPCODE_DONE");
+    // Reaching the end without BIND_OPCODE_DONE is fine: dyld stops there too (old
+    // ld64 wrote such streams). Operands cut off by the end are errors (the Cursor's).
   }
 
   void add_import(const Bytes& stream, uint64_t at, ImportSource source, std::string_view symbol, int ordinal, bool weak) {

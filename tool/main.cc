@@ -76,6 +76,7 @@ void configure_logging(const Settings& settings) {
 int main(int argc, char** argv) {
   CLI::App app{"machofix: removes unused dylib dependencies from Mach-O files and the .so blobs of ExecuTorch .pte models, renumbering every library ordinal and re-signing"};
   app.require_subcommand(1);
+  app.fallthrough();  // -v/-q work after the subcommand too
   app.set_version_flag("--version", "machofix 0.1.0");
   Settings settings;
   app.add_flag("-v,--verbose", settings.verbosity, "more detail on stderr");
