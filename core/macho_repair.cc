@@ -33,7 +33,9 @@ SignatureReport signature_report(const MachO& image) {
   report.identifier = signature->identifier();
   report.hash_types = signature->hash_type_names();
   report.page_size = signature->page_size();
-  report.problems = verify_code_signature(image);
+  SignatureCheck check = check_code_signature(image);
+  report.problems = std::move(check.problems);
+  report.notes = std::move(check.notes);
   report.status = report.problems.empty() ? "valid" : "invalid";
   return report;
 }
@@ -66,8 +68,10 @@ SliceReport describe_slice(const MachO& image, const SliceAnalysis& analysis, co
     dylib.kind = dylib_kind_name(use.dylib.kind);
     dylib.symbols = use.symbols;
     for (ImportSource source : use.sources) dylib.sources.push_back(import_source_name(source));
-    dylib.removed = plan.decisions[i].remove;
-    dylib.reason = plan.decisions[i].reason;
+    if (i < plan.decisions.size()) {  // `sign` describes the dylibs without a plan
+      dylib.removed = plan.decisions[i].remove;
+      dylib.reason = plan.decisions[i].reason;
+    }
     report.dylibs.push_back(std::move(dylib));
   }
   report.signature = signature_report(image);
@@ -152,7 +156,6 @@ SliceJob sign_slice(const Bytes& slice, const RepairOptions& options) {
   MachO image = parse_macho(slice);
   SliceJob job;
   job.report = describe_slice(image, analyze(image, scan_imports(image)), PrunePlan{});
-  for (DylibReport& dylib : job.report.dylibs) dylib.reason.clear();
   RepairOptions signing = options;
   signing.sign_unsigned = true;  // that is what `sign` is for
   std::vector<uint8_t> original(slice.data(), slice.data() + slice.size());
@@ -229,6 +232,17 @@ SliceJob inspect_slice(const Bytes& slice, const RepairOptions& options) {
 }
 
 }  // namespace
+
+std::vector<std::string> signature_failures(const MachOReport& report) {
+  std::vector<std::string> failures;
+  for (const SliceReport& slice : report.slices) {
+    if (!slice.left_unchanged_because.empty() && slice.filetype.empty()) continue;  // 32-bit slice: not ours to judge
+    if (slice.signature.status == "unsigned" && slice.arch.rfind("arm64", 0) == 0)
+      failures.push_back(slice.arch + ": not signed (arm64 code must be signed to run)");
+    for (const std::string& problem : slice.signature.problems) failures.push_back(slice.arch + ": " + problem);
+  }
+  return failures;
+}
 
 MachOReport inspect_macho(const Bytes& file, const RepairOptions& options) {
   if (!looks_like_universal(file)) return process_file(file, options, inspect_slice).report;

@@ -34,6 +34,7 @@ struct SignatureReport {
   std::vector<std::string> hash_types;  // "sha256", "sha1"
   uint32_t page_size = 0;
   std::vector<std::string> problems;  // why it is invalid: which page, which slot
+  std::vector<std::string> notes;     // what cannot be checked here (Info.plist hash, CMS)
 };
 
 struct SliceReport {
@@ -81,5 +82,9 @@ MachORepair prune_macho(const Bytes& file, const RepairOptions& options);
 
 // `machofix sign`: re-sign every slice (or add a signature), no pruning.
 MachORepair sign_macho(const Bytes& file, const RepairOptions& options);
+
+// What `verify` fails on, one line per problem, naming the slice: an invalid
+// signature (which page, which slot), or an unsigned arm64 slice, which cannot run.
+std::vector<std::string> signature_failures(const MachOReport& report);
 
 }  // namespace machofix

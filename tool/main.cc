@@ -14,6 +14,7 @@ namespace machofix::cli {
 namespace {
 
 constexpr int kExitOk = 0;
+constexpr int kExitFindings = 1;  // check findings, verify failures
 constexpr int kExitError = 2;
 
 struct Settings {
@@ -49,17 +50,42 @@ int run_inspect(const Settings& settings) {
   return status;
 }
 
-int run_prune(const Settings& settings) {
+// prune and sign: one file, written to -o or in place.
+int run_rewrite(const Settings& settings, Operation operation, const char* command) {
   const JobOptions& job = settings.job;
   if (job.in_place == !job.output.empty() && !job.dry_run) {
-    spdlog::error("prune needs exactly one of -o OUT and --in-place (or --dry-run)");
+    spdlog::error("{} needs exactly one of -o OUT and --in-place{}", command, operation == Operation::Prune ? " (or --dry-run)" : "");
     return kExitError;
   }
-  FileReport report = run_job(settings.files.front(), Operation::Prune, job);
+  FileReport report = run_job(settings.files.front(), operation, job);
   if (report.status == "failed") print_failure(report);
-  if (settings.json) std::cout << json_document("prune", {report});
+  if (settings.json) std::cout << json_document(command, {report});
   else std::cout << text_report(report, false);
   return report.status == "failed" ? kExitError : kExitOk;
+}
+
+int run_verify(const Settings& settings) {
+  std::vector<FileReport> reports;
+  bool unreadable = false, invalid = false;
+  for (const std::string& file : settings.files) {
+    reports.push_back(run_job(file, Operation::Inspect, settings.job));
+    const FileReport& report = reports.back();
+    if (report.status == "failed") {
+      print_failure(report);
+      unreadable = true;
+      continue;
+    }
+    std::vector<std::string> failures = signature_failures(*report.macho);
+    invalid |= !failures.empty();
+    if (settings.json) continue;
+    std::cout << report.path << ": " << (failures.empty() ? "valid" : "INVALID") << "\n";
+    for (const std::string& failure : failures) std::cout << "  " << failure << "\n";
+    if (settings.verbosity > 0)
+      for (const SliceReport& slice : report.macho->slices)
+        for (const std::string& note : slice.signature.notes) std::cout << "  " << slice.arch << ": note: " << note << "\n";
+  }
+  if (settings.json) std::cout << json_document("verify", reports);
+  return unreadable ? kExitError : invalid ? kExitFindings : kExitOk;
 }
 
 void configure_logging(const Settings& settings) {
@@ -98,6 +124,18 @@ int main(int argc, char** argv) {
                   "replace an identity (Developer ID) signature with an ad hoc one; without it such files are refused");
   add_policy_options(prune, settings);
 
+  CLI::App* sign = app.add_subcommand("sign", "re-sign ad hoc, keeping the signature's structure; sign unsigned files");
+  sign->add_option("file", settings.files, "a Mach-O file")->required()->expected(1)->check(CLI::ExistingPath);
+  sign->add_option("-o,--output", settings.job.output, "write the result here");
+  sign->add_flag("--in-place", settings.job.in_place, "replace the file (atomically) if anything changes");
+  sign->add_option("--identifier", settings.job.repair.identifier, "identifier for a new signature (default: install name leaf, else file name)");
+  sign->add_flag("--adhoc", settings.job.repair.replace_identity, "replace an identity (Developer ID) signature with an ad hoc one");
+  sign->add_flag("--json", settings.json, "machine-readable report on stdout");
+
+  CLI::App* verify = app.add_subcommand("verify", "check every slice's signature: structure, every page and special-slot hash");
+  verify->add_option("files", settings.files, "Mach-O files")->required()->check(CLI::ExistingPath);
+  verify->add_flag("--json", settings.json, "machine-readable report on stdout");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -106,7 +144,9 @@ int main(int argc, char** argv) {
   }
   configure_logging(settings);
   if (inspect->parsed()) return run_inspect(settings);
-  return run_prune(settings);
+  if (sign->parsed()) return run_rewrite(settings, Operation::Sign, "sign");
+  if (verify->parsed()) return run_verify(settings);
+  return run_rewrite(settings, Operation::Prune, "prune");
 }
 
 }  // namespace machofix::cli

