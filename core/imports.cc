@@ -183,6 +183,12 @@ class Scanner {
     if (!fits(imports_offset, count * entry_size, blob.size()))
       blob.fail_here(16, std::to_string(count) + " chained imports at " + hex(imports_offset) +
                              " run past the end of the chained fixups data");
+    // Renumbering an import that overlays the header or the names would rewrite those.
+    uint64_t imports_end = imports_offset + count * entry_size;
+    if (count && imports_offset < kChainedFixupsHeaderSize)
+      blob.fail_here(8, "chained imports at " + hex(imports_offset) + " overlap the chained fixups header");
+    if (count && symbols_offset > imports_offset && symbols_offset < imports_end)
+      blob.fail_here(12, "chained import symbol names at " + hex(symbols_offset) + " overlap the imports table");
     for (uint64_t index = 0; index < count; ++index) {
       uint64_t at = imports_offset + index * entry_size;
       int ordinal;
@@ -205,12 +211,16 @@ class Scanner {
       }
       // Compressed symbol names (symbols_format 1) are not produced by any linker we know;
       // the ordinals are still correct without the names.
-      std::string name = symbols_format == 0
-                             ? std::string(blob.cstr(checked_add(symbols_offset, name_offset, blob.base() + at, "symbol name offset"),
-                                                     "chained import symbol name"))
-                             : "import #" + std::to_string(index);
+      std::string name = symbols_format == 0 ? import_name(blob, at, index, symbols_offset + name_offset)
+                                             : "import #" + std::to_string(index);
       result_.imports.push_back({ImportSource::ChainedFixups, std::move(name), ordinal, weak});
     }
+  }
+
+  std::string import_name(const Bytes& blob, uint64_t entry_at, uint64_t index, uint64_t name_at) {
+    if (name_at >= blob.size())
+      blob.fail_here(entry_at, "chained import " + std::to_string(index) + ": its name offset lies outside the chained fixups data");
+    return std::string(blob.cstr(name_at, "chained import symbol name"));
   }
 
   // Walks the trie without recursion and with one prefix buffer, so a hostile trie
@@ -238,7 +248,12 @@ class Scanner {
       uint64_t terminal_start = cursor.position();
       if (!fits(terminal_start, terminal_size, trie.size()))
         trie.fail_here(next.node, "exports trie terminal runs past the end of the trie");
-      if (terminal_size) read_terminal(trie, range, cursor, prefix);
+      if (terminal_size) {
+        read_terminal(trie, range, cursor, prefix);
+        // Contents that run over the declared size would be read from the child list.
+        if (cursor.position() > terminal_start + terminal_size)
+          trie.fail_here(next.node, "exports trie terminal contents run past its declared size " + std::to_string(terminal_size));
+      }
       cursor.seek(terminal_start + terminal_size);
       uint8_t children = cursor.u8("trie child count");
       for (uint8_t child = 0; child < children; ++child) {

@@ -2,6 +2,8 @@
 
 #include "core/macho_format.h"
 
+#include <algorithm>
+
 namespace machofix {
 
 using namespace macho;
@@ -98,6 +100,7 @@ class Reader {
   MachO read() {
     read_header();
     read_commands();
+    check_layout();
     return std::move(image_);
   }
 
@@ -223,7 +226,30 @@ class Reader {
     if (!fits(range.offset, range.size, bytes_.size()))
       body.fail_here(field, std::string(what) + " (offset " + hex(range.offset) + ", size " + hex(range.size) +
                                 ") runs past the end of the file");
+    placed_.push_back({what, body.base() - bytes_.base() + field, range.offset, range.size});
     return range;
+  }
+
+  // Rewriting shifts load commands and edits LINKEDIT bytes in place: both are only
+  // sound if nothing overlaps (dyld refuses overlapping LINKEDIT content as well).
+  void check_layout() {
+    uint64_t commands_end = image_.load_commands_end();
+    uint64_t first_section = image_.first_section_offset();
+    if (commands_end > first_section)
+      bytes_.fail_here(20, "sizeofcmds " + std::to_string(image_.sizeofcmds) + " reaches into section data at " +
+                               hex(first_section));
+    std::vector<Placed> ranges;
+    for (const Placed& range : placed_)
+      if (range.size) ranges.push_back(range);
+    std::sort(ranges.begin(), ranges.end(), [](const Placed& a, const Placed& b) { return a.offset < b.offset; });
+    for (size_t i = 0; i < ranges.size(); ++i) {
+      if (ranges[i].offset < commands_end)
+        bytes_.fail_here(ranges[i].field, std::string(ranges[i].what) + " at " + hex(ranges[i].offset) +
+                                              " overlaps the load commands (which end at " + hex(commands_end) + ")");
+      if (i && ranges[i - 1].offset + ranges[i - 1].size > ranges[i].offset)
+        bytes_.fail_here(ranges[i].field, std::string(ranges[i].what) + " at " + hex(ranges[i].offset) + " overlaps " +
+                                              ranges[i - 1].what);
+    }
   }
 
   void read_data_range(const Bytes& body, uint32_t cmd, DataRange& into) {
@@ -247,6 +273,9 @@ class Reader {
     if (!fits(symtab.strings_offset, symtab.strings_size, bytes_.size()))
       body.fail_here(16, "string table (offset " + hex(symtab.strings_offset) + ", size " +
                              hex(symtab.strings_size) + ") runs past the end of the file");
+    uint64_t command = body.base() - bytes_.base();
+    placed_.push_back({"symbol table", command + 8, symtab.symbols_offset, symtab.symbol_count * kNlist64Size});
+    placed_.push_back({"string table", command + 16, symtab.strings_offset, symtab.strings_size});
   }
 
   void read_dyld_info(const Bytes& body, uint32_t cmd) {
@@ -261,8 +290,17 @@ class Reader {
     info.exports = range_at(body, 40, "export info");
   }
 
+  // A LINKEDIT range and the load-command field that placed it (for messages).
+  struct Placed {
+    const char* what;
+    uint64_t field;
+    uint64_t offset;
+    uint64_t size;
+  };
+
   const Bytes& bytes_;
   MachO image_;
+  std::vector<Placed> placed_;
 };
 
 }  // namespace

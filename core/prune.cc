@@ -41,8 +41,12 @@ SliceAnalysis analyze(const MachO& image, const ImportScan& scan) {
     symbols[import.ordinal - 1].insert(import.symbol);
     sources[import.ordinal - 1].insert(import.source);
   }
+  std::vector<bool> named(image.dylibs.size(), false);
+  for (const OrdinalSite& site : scan.sites)
+    if (site.ordinal > 0 && static_cast<size_t>(site.ordinal) <= image.dylibs.size()) named[site.ordinal - 1] = true;
   for (size_t i = 0; i < image.dylibs.size(); ++i)
-    analysis.uses.push_back({image.dylibs[i], {symbols[i].begin(), symbols[i].end()}, {sources[i].begin(), sources[i].end()}});
+    analysis.uses.push_back({image.dylibs[i], {symbols[i].begin(), symbols[i].end()}, {sources[i].begin(), sources[i].end()},
+                             named[i] && symbols[i].empty()});
   analysis.runtime_lookups.assign(lookups.begin(), lookups.end());
   return analysis;
 }
@@ -61,6 +65,7 @@ std::string plural(size_t count, const char* noun) {
 std::string reason_to_keep(const DylibUse& use, const PruneOptions& options) {
   if (use.dylib.kind == DylibKind::Reexport) return "re-exported: its symbols are part of this library's interface";
   if (use.dylib.kind == DylibKind::Upward) return "upward dependency: kept";
+  if (use.named_without_symbol) return "named by a bind opcode that binds no symbol: kept";
   for (const std::string& glob : options.keep)
     if (install_name_matches(glob, use.dylib.install_name)) return "kept by --keep '" + glob + "'";
   if (!options.only.empty() &&

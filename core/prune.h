@@ -20,6 +20,9 @@ struct DylibUse {
   Dylib dylib;
   std::vector<std::string> symbols;  // distinct symbols it supplies, sorted
   std::vector<ImportSource> sources;  // where those imports were found
+  // An ordinal names it, yet binds no symbol (an opcode overridden before any bind):
+  // dyld accepts such streams, and the dylib is kept rather than guessed about.
+  bool named_without_symbol = false;
 };
 
 struct SliceAnalysis {
