@@ -1,8 +1,13 @@
 #include "core/job.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <climits>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 
 #include "core/file_io.h"
 #include "core/macho.h"
@@ -15,6 +20,7 @@ const char* file_kind_name(FileKind kind) {
     case FileKind::Universal: return "mach-o universal";
     case FileKind::Pte: return "pte";
     case FileKind::Ptd: return "ptd";
+    case FileKind::Archive: return "archive";
     case FileKind::Elf: return "elf";
     case FileKind::Other: return "other";
   }
@@ -24,8 +30,18 @@ const char* file_kind_name(FileKind kind) {
 FileKind detect_kind(const Bytes& bytes) {
   if (looks_like_universal(bytes)) return FileKind::Universal;
   if (looks_like_thin_macho(bytes)) return FileKind::MachO;
+  if (looks_like_pte(bytes)) return FileKind::Pte;
+  if (looks_like_ptd(bytes)) return FileKind::Ptd;
   if (bytes.size() >= 4 && bytes.u32(0) == 0x464c457f) return FileKind::Elf;
   return FileKind::Other;
+}
+
+size_t FileReport::removed_count() const {
+  size_t count = macho ? macho->removed_count() : 0;
+  if (pte)
+    for (const BlobReport& blob : pte->blobs) count += blob.macho.removed_count();
+  for (const FileReport& member : members) count += member.removed_count();
+  return count;
 }
 
 namespace {
@@ -41,6 +57,49 @@ std::string resolved(const std::string& path) {
   return realpath(path.c_str(), buffer) ? std::string(buffer) : path;
 }
 
+// Where the result goes: the -o path (its directories created), the input itself in
+// place, or nowhere.
+std::string output_target(const MappedFile& input, const JobOptions& options) {
+  if (options.dry_run) return "";
+  if (options.in_place) return resolved(input.path());
+  if (options.output.empty()) return "";
+  std::error_code error;
+  std::filesystem::create_directories(std::filesystem::path(options.output).parent_path(), error);
+  return options.output;
+}
+
+// Keeps the original under another name before it is replaced: a hard link, so it
+// costs nothing and the original inode stays exactly as it was.
+class Backup {
+ public:
+  Backup(const std::string& target, const JobOptions& options) {
+    if (!options.in_place || options.backup_suffix.empty() || target.empty()) return;
+    path_ = target + options.backup_suffix;
+    ::unlink(path_.c_str());
+    if (::link(target.c_str(), path_.c_str()) != 0) {
+      Error error(std::string("cannot keep a backup at ") + path_ + ": " + std::strerror(errno));
+      throw error;
+    }
+  }
+  // The backup stays only if the original was really replaced.
+  void keep_if(bool replaced, FileReport& report) {
+    if (path_.empty()) return;
+    if (replaced) report.notes.push_back("original kept as " + path_);
+    else ::unlink(path_.c_str());
+    path_.clear();
+  }
+  ~Backup() {
+    if (!path_.empty()) ::unlink(path_.c_str());
+  }
+
+ private:
+  std::string path_;
+};
+
+void set_status(FileReport& report, bool changed, const JobOptions& options) {
+  report.status = changed ? (options.dry_run ? "would change" : "changed") : "unchanged";
+}
+
 void run_macho(const MappedFile& input, Operation operation, const JobOptions& options, FileReport& report) {
   RepairOptions repair = options.repair;
   if (repair.file_name.empty()) repair.file_name = base_name(input.path());
@@ -52,13 +111,48 @@ void run_macho(const MappedFile& input, Operation operation, const JobOptions& o
   MachORepair result = operation == Operation::Prune ? prune_macho(input.bytes(), repair) : sign_macho(input.bytes(), repair);
   report.macho = std::move(result.report);
   bool changed = report.macho->changed;
-  report.status = changed ? (options.dry_run ? "would change" : "changed") : "unchanged";
-  if (options.dry_run) return;
+  set_status(report, changed, options);
   // -o always produces a file (an identical copy when nothing changed); in place only when needed.
-  std::string target = options.in_place ? resolved(input.path()) : options.output;
+  std::string target = output_target(input, options);
   if (target.empty() || (options.in_place && !changed)) return;
+  Backup backup(target, options);
   write_file_atomically(target, result.output, input.mode());
+  backup.keep_if(true, report);
   report.bytes_written = result.output.size();
+}
+
+void run_pte(const MappedFile& input, Operation operation, const JobOptions& options, FileReport& report) {
+  if (operation == Operation::Inspect) {
+    report.pte = inspect_pte(input.bytes(), options.repair);
+    report.status = "inspected";
+    return;
+  }
+  RepairOptions repair = options.repair;
+  BlobRewriter rewrite = operation == Operation::Prune ? BlobRewriter(prune_macho) : BlobRewriter(sign_macho);
+  std::string target = output_target(input, options);
+  Backup backup(target, options);
+  report.pte = repair_pte(input, target.empty() ? input.path() : target, repair, target.empty(), rewrite);
+  set_status(report, report.pte->changed, options);
+  backup.keep_if(report.pte->written, report);
+  if (report.pte->written) report.bytes_written = report.pte->output_size;
+}
+
+// Batch mode with an output tree: files that are not models are copied as they are.
+void copy_unchanged(const MappedFile& input, const JobOptions& options, FileReport& report) {
+  std::string target = output_target(input, options);
+  if (target.empty() || options.in_place) return;
+  AtomicOutput output(target, input.mode());
+  output.copy_from(input.fd(), 0, 0, input.size());
+  output.commit();
+  report.bytes_written = input.size();
+  report.notes.push_back("not a model: copied unchanged");
+}
+
+void run_other(const MappedFile& input, const JobOptions& options, FileReport& report) {
+  std::string what = report.kind == FileKind::Elf ? "an ELF file" : "something else";
+  if (!options.skip_other_files) fail("not a Mach-O, .pte or .ptd file (it looks like " + what + ")");
+  report.status = "skipped";
+  copy_unchanged(input, options, report);
 }
 
 }  // namespace
@@ -75,9 +169,12 @@ FileReport run_job(const std::string& path, Operation operation, const JobOption
       case FileKind::Universal:
         run_macho(input, operation, options, report);
         break;
+      case FileKind::Pte:
+      case FileKind::Ptd:
+        run_pte(input, operation, options, report);
+        break;
       default:
-        fail(std::string("not a Mach-O, .pte or .ptd file (it looks like ") +
-             (report.kind == FileKind::Elf ? "an ELF file" : "something else") + ")");
+        run_other(input, options, report);
     }
   } catch (Error& error) {
     report.status = "failed";

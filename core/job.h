@@ -5,12 +5,14 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/macho_repair.h"
+#include "core/pte.h"
 
 namespace machofix {
 
-enum class FileKind { MachO, Universal, Pte, Ptd, Elf, Other };
+enum class FileKind { MachO, Universal, Pte, Ptd, Archive, Elf, Other };
 const char* file_kind_name(FileKind kind);
 FileKind detect_kind(const Bytes& bytes);
 
@@ -21,6 +23,10 @@ struct JobOptions {
   std::string output;  // -o: the output path; empty with in_place
   bool in_place = false;
   bool dry_run = false;
+  std::string backup_suffix;  // in place: keep the original under name + suffix
+  // Batch mode: files that are not models are skipped (and, with an output path,
+  // copied unchanged so a mirrored tree is complete) instead of being errors.
+  bool skip_other_files = false;
 };
 
 struct FileReport {
@@ -29,9 +35,14 @@ struct FileReport {
   // "changed", "unchanged", "would change" (dry run), "inspected", "skipped", "failed"
   std::string status;
   std::string error;  // for "failed": file, part, offset and problem
+  std::vector<std::string> notes;  // links, backups, copies: what was done besides
   std::optional<MachOReport> macho;
+  std::optional<PteReport> pte;
+  std::vector<FileReport> members;  // archives: one per member that is a model
   uint64_t bytes_written = 0;
   double seconds = 0;
+
+  size_t removed_count() const;  // dylib commands removed (or removable, in a dry run)
 };
 
 FileReport run_job(const std::string& path, Operation operation, const JobOptions& options);

@@ -1,12 +1,17 @@
-// machofix command line: argument parsing and output only; all format knowledge is in core/.
+// machofix command line: argument parsing, reports and progress only; all format
+// knowledge is in core/.
 #include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include <cstdio>
+#include <fstream>
 #include <iostream>
+#include <thread>
 
+#include "core/batch.h"
+#include "core/check.h"
 #include "core/job.h"
+#include "tool/progress.h"
 #include "tool/report.h"
 
 namespace machofix::cli {
@@ -18,80 +23,146 @@ constexpr int kExitFindings = 1;  // check findings, verify failures
 constexpr int kExitError = 2;
 
 struct Settings {
-  std::vector<std::string> files;
+  std::vector<std::string> paths;
   JobOptions job;
-  bool json = false;
+  CheckOptions check;
+  std::string json;  // "" no JSON, "-" stdout, else a file
+  unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
   int verbosity = 0;
   bool quiet = false;
 };
 
-void add_policy_options(CLI::App* command, Settings& settings) {
+void add_paths(CLI::App* command, Settings& settings, const char* what) {
+  command->add_option("paths", settings.paths, what)->required()->check(CLI::ExistingPath);
+}
+
+void add_json(CLI::App* command, Settings& settings) {
+  command->add_option("--json", settings.json, "write a JSON report (schema in README) to FILE, or stdout with - or no value")
+      ->expected(0, 1)
+      ->default_str("-")
+      ->type_name("[FILE]");
+}
+
+void add_jobs(CLI::App* command, Settings& settings) {
+  command->add_option("-j,--jobs", settings.jobs, "files processed in parallel (default: number of cores)")->check(CLI::Range(1u, 1024u));
+}
+
+void add_policy(CLI::App* command, Settings& settings) {
   command->add_option("--keep", settings.job.repair.prune.keep, "never remove dylibs whose install name (or its last component) matches GLOB; repeatable")
       ->type_name("GLOB");
   command->add_option("--only", settings.job.repair.prune.only, "remove only unused dylibs matching GLOB, e.g. '*libomp*'; repeatable")
       ->type_name("GLOB");
 }
 
-void print_failure(const FileReport& report) { spdlog::error("{}", report.error); }
-
-int run_inspect(const Settings& settings) {
-  std::vector<FileReport> reports;
-  int status = kExitOk;
-  for (const std::string& file : settings.files) {
-    reports.push_back(run_job(file, Operation::Inspect, settings.job));
-    if (reports.back().status == "failed") {
-      print_failure(reports.back());
-      status = kExitError;
-    } else if (!settings.json) {
-      std::cout << text_report(reports.back(), true);
-    }
-  }
-  if (settings.json) std::cout << json_document("inspect", reports);
-  return status;
+void add_output(CLI::App* command, Settings& settings) {
+  command->add_option("-o,--output", settings.job.output,
+                      "output file (one input file; always written, a copy when nothing changes) or directory mirroring the inputs");
+  command->add_flag("--in-place", settings.job.in_place, "replace each changed file atomically (new inode, mode kept)");
 }
 
-// prune and sign: one file, written to -o or in place.
+bool json_to_stdout(const Settings& settings) { return settings.json == "-"; }
+
+// Writes the JSON report where --json asked; false (after an error message) if it could not.
+bool emit_json(const Settings& settings, const std::string& command, const std::vector<FileReport>& reports,
+               const std::vector<Finding>* findings) {
+  if (settings.json.empty()) return true;
+  std::string document = json_document(command, reports, summarize(reports), findings);
+  if (json_to_stdout(settings)) {
+    std::cout << document;
+    return true;
+  }
+  std::ofstream out(settings.json);
+  out << document;
+  if (!out) spdlog::error("cannot write the JSON report to {}", settings.json);
+  return static_cast<bool>(out);
+}
+
+std::vector<FileReport> run_all(const Settings& settings, Operation operation, bool batch_mode) {
+  JobOptions job = settings.job;
+  job.skip_other_files = batch_mode;
+  BatchPlan plan = plan_batch(settings.paths, job.output, job.in_place);
+  ProgressBar bar(!settings.quiet && !json_to_stdout(settings) && plan.items.size() > 1);
+  std::vector<FileReport> reports = run_batch(plan, operation, job, settings.jobs,
+                                              [&](size_t done, size_t total, const FileReport& latest) { bar.update(done, total, latest); });
+  bar.finish();
+  for (const FileReport& report : reports)
+    if (report.status == "failed") spdlog::error("{}", report.error);
+  return reports;
+}
+
+bool batch_mode(const Settings& settings) {
+  return settings.paths.size() > 1 || std::filesystem::is_directory(settings.paths.front());
+}
+
+int run_inspect(const Settings& settings) {
+  std::vector<FileReport> reports = run_all(settings, Operation::Inspect, batch_mode(settings));
+  if (!json_to_stdout(settings))
+    for (const FileReport& report : reports)
+      if (report.status != "skipped") std::cout << text_report(report, true);
+  bool written = emit_json(settings, "inspect", reports, nullptr);
+  return summarize(reports).failed || !written ? kExitError : kExitOk;
+}
+
+// prune and sign.
 int run_rewrite(const Settings& settings, Operation operation, const char* command) {
   const JobOptions& job = settings.job;
   if (job.in_place == !job.output.empty() && !job.dry_run) {
-    spdlog::error("{} needs exactly one of -o OUT and --in-place{}", command, operation == Operation::Prune ? " (or --dry-run)" : "");
+    spdlog::error("{} needs exactly one of -o OUT and --in-place (or --dry-run)", command);
     return kExitError;
   }
-  FileReport report = run_job(settings.files.front(), operation, job);
-  if (report.status == "failed") print_failure(report);
-  if (settings.json) std::cout << json_document(command, {report});
-  else std::cout << text_report(report, false);
-  return report.status == "failed" ? kExitError : kExitOk;
+  if (!job.backup_suffix.empty() && !job.in_place) {
+    spdlog::error("--backup only makes sense with --in-place");
+    return kExitError;
+  }
+  bool batch = batch_mode(settings);
+  std::vector<FileReport> reports = run_all(settings, operation, batch);
+  if (!json_to_stdout(settings)) {
+    for (const FileReport& report : reports)
+      std::cout << (batch && settings.verbosity == 0 ? short_report(report) : text_report(report, false));
+    if (batch && !settings.quiet) std::cout << summary_line(summarize(reports), job.dry_run) << "\n";
+  }
+  bool written = emit_json(settings, command, reports, nullptr);
+  return summarize(reports).failed || !written ? kExitError : kExitOk;
 }
 
 int run_verify(const Settings& settings) {
-  std::vector<FileReport> reports;
-  bool unreadable = false, invalid = false;
-  for (const std::string& file : settings.files) {
-    reports.push_back(run_job(file, Operation::Inspect, settings.job));
-    const FileReport& report = reports.back();
-    if (report.status == "failed") {
-      print_failure(report);
-      unreadable = true;
-      continue;
-    }
-    std::vector<std::string> failures = signature_failures(*report.macho);
+  std::vector<FileReport> reports = run_all(settings, Operation::Inspect, batch_mode(settings));
+  bool invalid = false;
+  for (const FileReport& report : reports) {
+    if (report.status == "failed" || report.status == "skipped") continue;
+    std::vector<std::string> failures = verify_failures(report);
     invalid |= !failures.empty();
-    if (settings.json) continue;
+    if (json_to_stdout(settings)) continue;
     std::cout << report.path << ": " << (failures.empty() ? "valid" : "INVALID") << "\n";
     for (const std::string& failure : failures) std::cout << "  " << failure << "\n";
     if (settings.verbosity > 0)
-      for (const SliceReport& slice : report.macho->slices)
-        for (const std::string& note : slice.signature.notes) std::cout << "  " << slice.arch << ": note: " << note << "\n";
+      for (const std::string& note : verify_notes(report)) std::cout << "  note: " << note << "\n";
   }
-  if (settings.json) std::cout << json_document("verify", reports);
-  return unreadable ? kExitError : invalid ? kExitFindings : kExitOk;
+  bool written = emit_json(settings, "verify", reports, nullptr);
+  if (summarize(reports).failed || !written) return kExitError;
+  return invalid ? kExitFindings : kExitOk;
+}
+
+int run_check(const Settings& settings) {
+  std::vector<FileReport> reports = run_all(settings, Operation::Inspect, true);
+  std::vector<Finding> findings;
+  for (const FileReport& report : reports) {
+    std::vector<Finding> found = check_findings(report, settings.check);
+    findings.insert(findings.end(), found.begin(), found.end());
+  }
+  if (!json_to_stdout(settings)) {
+    for (const Finding& finding : findings) std::cout << finding_line(finding) << "\n";
+    if (!settings.quiet) std::cout << check_summary(reports, findings) << "\n";
+  }
+  bool written = emit_json(settings, "check", reports, &findings);
+  if (summarize(reports).failed || !written) return kExitError;
+  return findings.empty() ? kExitOk : kExitFindings;
 }
 
 void configure_logging(const Settings& settings) {
   auto logger = spdlog::stderr_color_mt("machofix");
   logger->set_pattern("machofix: %^%l%$: %v");
-  logger->set_level(settings.quiet ? spdlog::level::err
+  logger->set_level(settings.quiet           ? spdlog::level::err
                     : settings.verbosity > 0 ? spdlog::level::debug
                                              : spdlog::level::info);
   spdlog::set_default_logger(logger);
@@ -100,41 +171,57 @@ void configure_logging(const Settings& settings) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"machofix: removes unused dylib dependencies from Mach-O files and the .so blobs of ExecuTorch .pte models, renumbering every library ordinal and re-signing"};
+  CLI::App app{
+      "machofix: removes unused dylib dependencies from Mach-O files and from the .so blobs of ExecuTorch .pte/.ptd "
+      "models, renumbering every library ordinal and re-signing"};
   app.require_subcommand(1);
   app.fallthrough();  // -v/-q work after the subcommand too
-  app.set_version_flag("--version", "machofix 0.1.0");
+  app.set_version_flag("--version", "machofix " MACHOFIX_VERSION);
   Settings settings;
-  app.add_flag("-v,--verbose", settings.verbosity, "more detail on stderr");
-  app.add_flag("-q,--quiet", settings.quiet, "errors only on stderr");
+  app.add_flag("-v,--verbose", settings.verbosity, "more detail");
+  app.add_flag("-q,--quiet", settings.quiet, "errors only");
 
   CLI::App* inspect = app.add_subcommand("inspect", "show each slice's dependent dylibs, what each supplies, and the signature");
-  inspect->add_option("files", settings.files, "Mach-O files")->required()->check(CLI::ExistingPath);
-  inspect->add_flag("--json", settings.json, "machine-readable report on stdout");
-  add_policy_options(inspect, settings);
+  add_paths(inspect, settings, "Mach-O, .pte or .ptd files, or directories");
+  add_json(inspect, settings);
+  add_jobs(inspect, settings);
+  add_policy(inspect, settings);
 
   CLI::App* prune = app.add_subcommand("prune", "remove dependent dylibs that supply no symbol, renumber ordinals, re-sign");
-  prune->add_option("file", settings.files, "a Mach-O file")->required()->expected(1)->check(CLI::ExistingPath);
-  prune->add_option("-o,--output", settings.job.output, "write the result here (always written; a copy when nothing changes)");
-  prune->add_flag("--in-place", settings.job.in_place, "replace the file (atomically) if anything changes");
+  add_paths(prune, settings, "Mach-O, .pte or .ptd files, or directories (recursive)");
+  add_output(prune, settings);
   prune->add_flag("--dry-run", settings.job.dry_run, "report what would change; write nothing");
-  prune->add_flag("--json", settings.json, "machine-readable report on stdout");
+  prune->add_option("--backup", settings.job.backup_suffix, "with --in-place: keep each replaced original as NAME+SUFFIX")
+      ->type_name("SUFFIX");
   prune->add_flag("--sign", settings.job.repair.sign_unsigned, "also sign unsigned slices (ad hoc)");
   prune->add_flag("--adhoc", settings.job.repair.replace_identity,
                   "replace an identity (Developer ID) signature with an ad hoc one; without it such files are refused");
-  add_policy_options(prune, settings);
+  add_json(prune, settings);
+  add_jobs(prune, settings);
+  add_policy(prune, settings);
 
   CLI::App* sign = app.add_subcommand("sign", "re-sign ad hoc, keeping the signature's structure; sign unsigned files");
-  sign->add_option("file", settings.files, "a Mach-O file")->required()->expected(1)->check(CLI::ExistingPath);
-  sign->add_option("-o,--output", settings.job.output, "write the result here");
-  sign->add_flag("--in-place", settings.job.in_place, "replace the file (atomically) if anything changes");
-  sign->add_option("--identifier", settings.job.repair.identifier, "identifier for a new signature (default: install name leaf, else file name)");
+  add_paths(sign, settings, "Mach-O, .pte or .ptd files, or directories");
+  add_output(sign, settings);
+  sign->add_option("--identifier", settings.job.repair.identifier,
+                   "identifier for a new signature (default: install name leaf, else file name)");
   sign->add_flag("--adhoc", settings.job.repair.replace_identity, "replace an identity (Developer ID) signature with an ad hoc one");
-  sign->add_flag("--json", settings.json, "machine-readable report on stdout");
+  add_json(sign, settings);
+  add_jobs(sign, settings);
 
   CLI::App* verify = app.add_subcommand("verify", "check every slice's signature: structure, every page and special-slot hash");
-  verify->add_option("files", settings.files, "Mach-O files")->required()->check(CLI::ExistingPath);
-  verify->add_flag("--json", settings.json, "machine-readable report on stdout");
+  add_paths(verify, settings, "Mach-O, .pte or .ptd files, or directories");
+  add_json(verify, settings);
+  add_jobs(verify, settings);
+
+  CLI::App* check = app.add_subcommand(
+      "check", "CI gate: exit 1 if any dependency supplies no symbol or has an absolute install name outside the system");
+  add_paths(check, settings, "Mach-O, .pte or .ptd files, archives, or directories");
+  check->add_option("--allow-prefix", settings.check.allowed_prefixes, "also accept absolute install names under PREFIX; repeatable")
+      ->type_name("PREFIX");
+  add_json(check, settings);
+  add_jobs(check, settings);
+  add_policy(check, settings);
 
   try {
     app.parse(argc, argv);
@@ -146,6 +233,7 @@ int main(int argc, char** argv) {
   if (inspect->parsed()) return run_inspect(settings);
   if (sign->parsed()) return run_rewrite(settings, Operation::Sign, "sign");
   if (verify->parsed()) return run_verify(settings);
+  if (check->parsed()) return run_check(settings);
   return run_rewrite(settings, Operation::Prune, "prune");
 }
 

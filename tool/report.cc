@@ -1,6 +1,7 @@
 #include "tool/report.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 namespace machofix::cli {
@@ -36,39 +37,104 @@ std::string signature_line(const SignatureReport& signature) {
   return line.str();
 }
 
-void slice_text(std::ostringstream& out, const SliceReport& slice, bool inspect) {
-  out << "  " << slice.arch << " " << slice.filetype;
+void slice_text(std::ostringstream& out, const SliceReport& slice, bool inspect, const std::string& indent) {
+  out << indent << slice.arch << " " << slice.filetype;
   if (!slice.install_name.empty()) out << " " << slice.install_name;
-  out << " [" << join(slice.flags, ", ") << "]\n";
-  out << "    signature: " << signature_line(slice.signature) << "\n";
-  for (const std::string& problem : slice.signature.problems) out << "      " << problem << "\n";
+  if (!slice.flags.empty()) out << " [" << join(slice.flags, ", ") << "]";
+  out << "\n" << indent << "  signature: " << signature_line(slice.signature) << "\n";
+  for (const std::string& problem : slice.signature.problems) out << indent << "    " << problem << "\n";
   for (const DylibReport& dylib : slice.dylibs) {
     char head[48];
-    std::snprintf(head, sizeof head, "    %3d %-8s ", dylib.ordinal, dylib.kind.c_str());
-    out << head << dylib.install_name << "\n          " << symbol_summary(dylib);
+    std::snprintf(head, sizeof head, "  %3d %-8s ", dylib.ordinal, dylib.kind.c_str());
+    out << indent << head << dylib.install_name << "\n" << indent << "        " << symbol_summary(dylib);
     if (dylib.removed) out << (inspect ? " -> unused: prune removes it" : " -> removed");
     else if (!dylib.reason.empty() && dylib.symbols.empty()) out << " -> " << dylib.reason;
     out << "\n";
   }
   if (slice.flat_lookup_imports)
-    out << "    " << slice.flat_lookup_imports << " imports are looked up in the flat namespace at run time (-undefined dynamic_lookup)\n";
-  if (!slice.left_unchanged_because.empty()) out << "    left unchanged: " << slice.left_unchanged_because << "\n";
-  for (const std::string& warning : slice.warnings) out << "    warning: " << warning << "\n";
-  if (slice.changed) out << "    signature after: " << signature_line(slice.signature_after) << "\n";
+    out << indent << "  " << slice.flat_lookup_imports
+        << " imports are looked up in the flat namespace at run time (-undefined dynamic_lookup)\n";
+  if (!slice.left_unchanged_because.empty()) out << indent << "  left unchanged: " << slice.left_unchanged_because << "\n";
+  for (const std::string& warning : slice.warnings) out << indent << "  warning: " << warning << "\n";
+  if (slice.changed) out << indent << "  signature after: " << signature_line(slice.signature_after) << "\n";
+}
+
+void macho_text(std::ostringstream& out, const MachOReport& macho, bool inspect, const std::string& indent) {
+  for (const SliceReport& slice : macho.slices) slice_text(out, slice, inspect, indent);
+}
+
+void pte_text(std::ostringstream& out, const PteReport& pte, bool inspect) {
+  out << "  methods: " << join(pte.methods, ", ") << "\n";
+  for (const DelegateReport& delegate : pte.delegates) {
+    out << "  delegate " << delegate.id << " (method " << delegate.method << "): "
+        << (delegate.inline_data ? "inline data " : "segment ") << delegate.index << ", " << delegate.payload_size << " bytes";
+    if (!delegate.payload_keys.empty()) out << ", names " << join(delegate.payload_keys, " and ");
+    out << "\n";
+  }
+  out << "  named data:\n";
+  for (const NamedDataReport& entry : pte.named_data)
+    out << "    " << entry.key << ": segment " << entry.segment_index << ", " << entry.size << " bytes, " << entry.kind << "\n";
+  for (const BlobReport& blob : pte.blobs) {
+    out << "  Mach-O in segment " << blob.segment_index << " (" << join(blob.keys, ", ") << "):\n";
+    if (!blob.error.empty()) out << "    cannot analyze: " << blob.error << "\n";
+    macho_text(out, blob.macho, inspect, "    ");
+    for (const KeyRenewal& renewal : blob.renewals)
+      out << "    key renewed: " << renewal.old_key << " -> " << renewal.new_key << " (in " << join(renewal.renewed_in, ", ")
+          << ")\n";
+  }
+  for (const std::string& warning : pte.warnings) out << "  warning: " << warning << "\n";
 }
 
 }  // namespace
 
 std::string text_report(const FileReport& report, bool inspect) {
+  if (report.status == "failed") return "";  // errors are printed on stderr
   std::ostringstream out;
-  if (report.status == "failed") return "";  // errors are printed by the caller, on stderr
   out << report.path << ": " << file_kind_name(report.kind);
-  if (report.macho && report.macho->universal) out << (report.macho->fat64 ? " (fat64)" : "");
+  if (report.macho && report.macho->fat64) out << " (fat64)";
   if (!inspect) out << ", " << report.status;
   out << "\n";
-  if (report.macho)
-    for (const SliceReport& slice : report.macho->slices) slice_text(out, slice, inspect);
+  for (const std::string& note : report.notes) out << "  note: " << note << "\n";
+  if (report.macho) macho_text(out, *report.macho, inspect, "  ");
+  if (report.pte) pte_text(out, *report.pte, inspect);
+  for (const FileReport& member : report.members) {
+    std::string inner = text_report(member, inspect);
+    std::istringstream lines(inner);
+    for (std::string line; std::getline(lines, line);) out << "  " << line << "\n";
+  }
   return out.str();
+}
+
+std::string short_report(const FileReport& report) {
+  if (report.status == "failed") return "";
+  std::string line = report.path + ": " + report.status;
+  if (size_t removed = report.removed_count()) line += ", " + std::to_string(removed) + " dylib" + (removed == 1 ? "" : "s") + " removed";
+  for (const std::string& note : report.notes) line += "; " + note;
+  return line + "\n";
+}
+
+std::string summary_line(const BatchSummary& summary, bool dry_run) {
+  std::ostringstream line;
+  line << summary.seen << " files: " << summary.changed << (dry_run ? " would change, " : " changed, ") << summary.unchanged
+       << " unchanged, " << summary.skipped << " skipped, " << summary.failed << " failed; " << summary.dylibs_removed
+       << (dry_run ? " dylibs removable; " : " dylibs removed; ") << summary.bytes_written << " bytes written";
+  return line.str();
+}
+
+std::string finding_line(const Finding& finding) {
+  std::string where = finding.file + (finding.blob.empty() ? "" : ": " + finding.blob) + ": " + finding.arch;
+  std::string line = where + ": error: " + finding.message + " [" + finding.rule + "]";
+  // GitHub Actions turns this into an annotation on the file.
+  if (const char* actions = std::getenv("GITHUB_ACTIONS"); actions && std::string(actions) == "true")
+    line += "\n::error file=" + finding.file + ",title=machofix " + finding.rule + "::" + finding.message;
+  return line;
+}
+
+std::string check_summary(const std::vector<FileReport>& reports, const std::vector<Finding>& findings) {
+  size_t checked = 0;
+  for (const FileReport& report : reports) checked += report.status != "skipped" && report.status != "failed";
+  return "machofix check: " + std::to_string(checked) + " files checked, " + std::to_string(findings.size()) +
+         (findings.size() == 1 ? " finding" : " findings");
 }
 
 namespace {
@@ -81,6 +147,7 @@ void json_signature(Json& json, const SignatureReport& signature) {
   json.key("hash_types").strings(signature.hash_types);
   json.field("page_size", static_cast<uint64_t>(signature.page_size));
   json.key("problems").strings(signature.problems);
+  json.key("notes").strings(signature.notes);
   json.end_object();
 }
 
@@ -122,37 +189,152 @@ void json_slice(Json& json, const SliceReport& slice) {
   json.end_object();
 }
 
-}  // namespace
+void json_macho(Json& json, const MachOReport& macho) {
+  json.begin_object();
+  json.field("universal", macho.universal);
+  json.field("fat64", macho.fat64);
+  json.field("changed", macho.changed);
+  json.key("slices").begin_array();
+  for (const SliceReport& slice : macho.slices) json_slice(json, slice);
+  json.end_array();
+  json.end_object();
+}
 
-void json_file_report(Json& json, const FileReport& report) {
+void json_blob(Json& json, const BlobReport& blob) {
+  json.begin_object();
+  json.key("keys").strings(blob.keys);
+  json.field("segment_index", static_cast<uint64_t>(blob.segment_index));
+  json.field("offset", blob.offset);
+  json.field("size", blob.size);
+  json.field("new_size", blob.new_size);
+  json.field("sha256", blob.sha256);
+  json.field("new_sha256", blob.new_sha256);
+  json.field("changed", blob.changed);
+  if (!blob.error.empty()) json.field("error", blob.error);
+  json.key("key_renewals").begin_array();
+  for (const KeyRenewal& renewal : blob.renewals) {
+    json.begin_object();
+    json.field("old_key", renewal.old_key);
+    json.field("new_key", renewal.new_key);
+    json.key("renewed_in").strings(renewal.renewed_in);
+    json.end_object();
+  }
+  json.end_array();
+  json.key("macho");
+  json_macho(json, blob.macho);
+  json.end_object();
+}
+
+void json_pte(Json& json, const PteReport& pte) {
+  json.begin_object();
+  json.field("container", container_kind_name(pte.kind));
+  json.field("file_size", pte.file_size);
+  json.field("output_size", pte.output_size);
+  json.key("methods").strings(pte.methods);
+  json.key("delegates").begin_array();
+  for (const DelegateReport& delegate : pte.delegates) {
+    json.begin_object();
+    json.field("method", delegate.method);
+    json.field("id", delegate.id);
+    json.field("location", delegate.inline_data ? "inline" : "segment");
+    json.field("index", static_cast<uint64_t>(delegate.index));
+    json.field("size", delegate.payload_size);
+    json.key("keys").strings(delegate.payload_keys);
+    json.end_object();
+  }
+  json.end_array();
+  json.key("named_data").begin_array();
+  for (const NamedDataReport& entry : pte.named_data) {
+    json.begin_object();
+    json.field("key", entry.key);
+    json.field("segment_index", static_cast<uint64_t>(entry.segment_index));
+    json.field("offset", entry.offset);
+    json.field("size", entry.size);
+    json.field("kind", entry.kind);
+    json.field("content_hash_key", entry.content_hash_key);
+    json.end_object();
+  }
+  json.end_array();
+  json.key("blobs").begin_array();
+  for (const BlobReport& blob : pte.blobs) json_blob(json, blob);
+  json.end_array();
+  json.key("warnings").strings(pte.warnings);
+  json.field("changed", pte.changed);
+  json.end_object();
+}
+
+void json_file(Json& json, const FileReport& report) {
   json.begin_object();
   json.field("path", report.path);
   json.field("kind", file_kind_name(report.kind));
   json.field("status", report.status);
   if (!report.error.empty()) json.field("error", report.error);
+  json.key("notes").strings(report.notes);
+  json.field("dylibs_removed", static_cast<uint64_t>(report.removed_count()));
   json.field("bytes_written", report.bytes_written);
   json.field("seconds", report.seconds);
   if (report.macho) {
-    json.key("macho").begin_object();
-    json.field("universal", report.macho->universal);
-    json.field("fat64", report.macho->fat64);
-    json.key("slices").begin_array();
-    for (const SliceReport& slice : report.macho->slices) json_slice(json, slice);
+    json.key("macho");
+    json_macho(json, *report.macho);
+  }
+  if (report.pte) {
+    json.key("pte");
+    json_pte(json, *report.pte);
+  }
+  if (!report.members.empty()) {
+    json.key("members").begin_array();
+    for (const FileReport& member : report.members) json_file(json, member);
     json.end_array();
-    json.end_object();
   }
   json.end_object();
 }
 
-std::string json_document(const std::string& command, const std::vector<FileReport>& reports) {
+void json_summary(Json& json, const BatchSummary& summary) {
+  json.begin_object();
+  json.field("files", static_cast<uint64_t>(summary.seen));
+  json.field("changed", static_cast<uint64_t>(summary.changed));
+  json.field("unchanged", static_cast<uint64_t>(summary.unchanged));
+  json.field("skipped", static_cast<uint64_t>(summary.skipped));
+  json.field("failed", static_cast<uint64_t>(summary.failed));
+  json.field("dylibs_removed", static_cast<uint64_t>(summary.dylibs_removed));
+  json.field("bytes_written", summary.bytes_written);
+  json.end_object();
+}
+
+void json_findings(Json& json, const std::vector<Finding>& findings) {
+  json.begin_array();
+  for (const Finding& finding : findings) {
+    json.begin_object();
+    json.field("file", finding.file);
+    json.field("blob", finding.blob);
+    json.field("arch", finding.arch);
+    json.field("dylib", finding.dylib);
+    json.field("rule", finding.rule);
+    json.field("message", finding.message);
+    json.end_object();
+  }
+  json.end_array();
+}
+
+}  // namespace
+
+std::string json_document(const std::string& command, const std::vector<FileReport>& reports, const BatchSummary& summary,
+                          const std::vector<Finding>* findings) {
   Json json;
   json.begin_object();
   json.field("schema", "machofix-report");
   json.field("schema_version", kJsonSchemaVersion);
+  json.field("machofix_version", MACHOFIX_VERSION);
   json.field("command", command);
   json.key("files").begin_array();
-  for (const FileReport& report : reports) json_file_report(json, report);
+  for (const FileReport& report : reports) json_file(json, report);
   json.end_array();
+  json.key("summary");
+  json_summary(json, summary);
+  if (findings) {
+    json.key("findings");
+    json_findings(json, *findings);
+  }
   json.end_object();
   return json.text() + "\n";
 }

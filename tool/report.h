@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "core/batch.h"
+#include "core/check.h"
 #include "core/job.h"
 #include "tool/json.h"
 
@@ -12,7 +14,12 @@ namespace machofix::cli {
 constexpr int kJsonSchemaVersion = 1;
 
 std::string text_report(const FileReport& report, bool inspect);
-void json_file_report(Json& json, const FileReport& report);
-std::string json_document(const std::string& command, const std::vector<FileReport>& reports);
+std::string short_report(const FileReport& report);  // one line per file, for batches
+std::string summary_line(const BatchSummary& summary, bool dry_run);
+std::string finding_line(const Finding& finding);
+std::string check_summary(const std::vector<FileReport>& reports, const std::vector<Finding>& findings);
+
+std::string json_document(const std::string& command, const std::vector<FileReport>& reports, const BatchSummary& summary,
+                          const std::vector<Finding>* findings);
 
 }  // namespace machofix::cli

@@ -1,0 +1,213 @@
+#include "core/batch.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+namespace machofix {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Inode {
+  dev_t device;
+  ino_t number;
+  bool operator<(const Inode& other) const {
+    return device != other.device ? device < other.device : number < other.number;
+  }
+};
+
+class Planner {
+ public:
+  Planner(const std::string& output, bool in_place, bool mirror) : output_(output), in_place_(in_place), mirror_(mirror) {}
+
+  void add_input(const std::string& input, bool single) {
+    std::error_code error;
+    fs::file_status status = fs::symlink_status(input, error);
+    if (error) return walk_failure(input, "cannot read: " + error.message());
+    if (fs::is_directory(fs::status(input, error))) {
+      std::string top = single ? "" : fs::path(input).lexically_normal().filename().string();
+      if (top.empty() && !single) top = "root";
+      return add_tree(input, top);
+    }
+    std::string mirrored = mirror_ ? (fs::path(output_) / fs::path(input).filename()).string() : output_;
+    add_file(input, input, mirrored, fs::is_symlink(status), /*explicit_input=*/true);
+  }
+
+  BatchPlan finish() { return std::move(plan_); }
+
+ private:
+  void add_tree(const std::string& root, const std::string& top) {
+    std::vector<fs::path> entries;
+    std::error_code error;
+    for (fs::recursive_directory_iterator it(root, fs::directory_options::skip_permission_denied, error), end;
+         !error && it != end; it.increment(error))
+      entries.push_back(it->path());
+    if (error) walk_failure(root, "cannot walk the directory: " + error.message());
+    std::sort(entries.begin(), entries.end());  // deterministic order, whatever readdir says
+    // Real files first, so a file reached both directly and through a link is reported
+    // under its own name.
+    for (bool links : {false, true}) {
+      for (const fs::path& entry : entries) {
+        fs::file_status status = fs::symlink_status(entry, error);
+        if (error || fs::is_directory(status) || fs::is_symlink(status) != links) continue;
+        fs::path relative = entry.lexically_relative(root);
+        std::string mirrored = mirror_ ? (fs::path(output_) / top / relative).lexically_normal().string() : "";
+        add_file(entry.string(), entry.string(), mirrored, links, false);
+      }
+    }
+  }
+
+  void add_file(const std::string& path, const std::string& shown, const std::string& output, bool symlink,
+                bool explicit_input) {
+    BatchItem item{path, shown, output, {}, "", {}};
+    if (symlink && mirror_ && !explicit_input) {
+      // Inside a mirrored tree a link stays a link; its target is processed where it lies.
+      std::error_code error;
+      item.symlink_text = fs::read_symlink(path, error).string();
+      item.notes.push_back("symlink: recreated in the output tree as the same link");
+      plan_.items.push_back(std::move(item));
+      return;
+    }
+    struct stat info;
+    if (stat(path.c_str(), &info) != 0) return walk_failure(shown, "cannot read (dangling symlink?)");
+    if (!S_ISREG(info.st_mode)) return;  // sockets, fifos, devices: nothing to do with models
+    if (symlink) {
+      std::error_code error;
+      item.input = fs::canonical(path, error).string();
+      item.notes.push_back("symlink to " + item.input + ": the target is processed" +
+                           std::string(in_place_ ? "; the link stays a link" : ""));
+    }
+    Inode inode{info.st_dev, info.st_ino};
+    auto first = first_name_.find(inode);
+    if (first != first_name_.end()) {
+      BatchItem& owner = plan_.items[first->second];
+      if (symlink || owner.input == item.input) {
+        owner.notes.push_back(shown + " names the same file (" + std::string(symlink ? "symlink" : "path") + "): processed once");
+        return;
+      }
+      owner.same_inode.push_back(in_place_ ? path : output);
+      owner.notes.push_back("hard link " + shown + " is re-linked to the repaired file");
+      return;
+    }
+    if (info.st_nlink > 1)
+      item.notes.push_back("has " + std::to_string(info.st_nlink) +
+                           " hard links; names among the inputs are re-linked to the repaired file, others keep the original");
+    first_name_[inode] = plan_.items.size();
+    plan_.items.push_back(std::move(item));
+  }
+
+  void walk_failure(const std::string& path, const std::string& problem) {
+    FileReport report;
+    report.path = path;
+    report.status = "failed";
+    report.error = path + ": " + problem;
+    plan_.preliminary.push_back(std::move(report));
+  }
+
+  std::string output_;
+  bool in_place_;
+  bool mirror_;
+  BatchPlan plan_;
+  std::map<Inode, size_t> first_name_;
+};
+
+// Gives every other name of a rewritten file the new inode: link beside, then rename.
+void relink(const std::string& repaired, const std::string& name, FileReport& report) {
+  std::string temporary = name + ".machofix-link-" + std::to_string(getpid());
+  ::unlink(temporary.c_str());
+  std::error_code error;
+  fs::create_directories(fs::path(name).parent_path(), error);
+  if (::link(repaired.c_str(), temporary.c_str()) != 0 || ::rename(temporary.c_str(), name.c_str()) != 0) {
+    ::unlink(temporary.c_str());
+    report.notes.push_back("could not re-link hard link " + name + "; it keeps the original");
+  }
+}
+
+FileReport recreate_symlink(const BatchItem& item, bool dry_run) {
+  FileReport report;
+  report.path = item.shown;
+  report.status = "skipped";
+  report.notes = item.notes;
+  if (dry_run || item.output.empty()) return report;
+  std::error_code error;
+  fs::create_directories(fs::path(item.output).parent_path(), error);
+  fs::remove(item.output, error);
+  fs::create_symlink(item.symlink_text, item.output, error);
+  if (error) {
+    report.status = "failed";
+    report.error = item.shown + ": cannot recreate the symlink at " + item.output + ": " + error.message();
+  }
+  return report;
+}
+
+FileReport run_item(const BatchItem& item, Operation operation, const JobOptions& options) {
+  if (!item.symlink_text.empty()) return recreate_symlink(item, options.dry_run);
+  JobOptions job = options;
+  job.output = item.output;
+  FileReport report = run_job(item.input, operation, job);
+  report.path = item.shown;
+  report.notes.insert(report.notes.begin(), item.notes.begin(), item.notes.end());
+  bool rewritten = report.status == "changed" || (!item.output.empty() && report.bytes_written);
+  if (rewritten && !options.dry_run) {
+    std::string repaired = item.output.empty() ? item.input : item.output;
+    for (const std::string& name : item.same_inode) relink(repaired, name, report);
+  }
+  return report;
+}
+
+}  // namespace
+
+BatchPlan plan_batch(const std::vector<std::string>& inputs, const std::string& output, bool in_place) {
+  bool single_file = inputs.size() == 1 && !fs::is_directory(inputs.front());
+  bool mirror = !output.empty() && !single_file;
+  Planner planner(output, in_place, mirror);
+  for (const std::string& input : inputs) planner.add_input(input, inputs.size() == 1);
+  return planner.finish();
+}
+
+std::vector<FileReport> run_batch(const BatchPlan& plan, Operation operation, const JobOptions& options, unsigned jobs,
+                                  const Progress& progress) {
+  std::vector<FileReport> reports(plan.items.size());
+  std::atomic<size_t> next{0};
+  size_t done = 0;
+  std::mutex progress_mutex;
+  auto worker = [&] {
+    for (size_t index = next++; index < plan.items.size(); index = next++) {
+      reports[index] = run_item(plan.items[index], operation, options);
+      std::lock_guard<std::mutex> lock(progress_mutex);
+      ++done;
+      if (progress) progress(done, plan.items.size(), reports[index]);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (unsigned i = 1; i < std::max(1u, jobs); ++i) threads.emplace_back(worker);
+  worker();
+  for (std::thread& thread : threads) thread.join();
+  reports.insert(reports.begin(), plan.preliminary.begin(), plan.preliminary.end());
+  return reports;
+}
+
+BatchSummary summarize(const std::vector<FileReport>& reports) {
+  BatchSummary summary;
+  for (const FileReport& report : reports) {
+    ++summary.seen;
+    if (report.status == "changed" || report.status == "would change") ++summary.changed;
+    else if (report.status == "unchanged" || report.status == "inspected") ++summary.unchanged;
+    else if (report.status == "skipped") ++summary.skipped;
+    else if (report.status == "failed") ++summary.failed;
+    summary.dylibs_removed += report.removed_count();
+    summary.bytes_written += report.bytes_written;
+  }
+  return summary;
+}
+
+}  // namespace machofix

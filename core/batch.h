@@ -1,0 +1,52 @@
+// Many inputs at once: files and directory trees, in parallel, each file on its own.
+//
+// plan_batch() expands the inputs into one item per file (directories recursively,
+// in sorted order so reports and outputs are deterministic); run_batch() runs
+// run_job() on them on N threads. One failing file never stops the others.
+//
+// Links: a symlink is followed and its target processed once (in place, the link
+// stays a link). Hard links: the first name of an inode is processed; when it was
+// rewritten, every other name of that inode among the inputs is re-linked to the
+// new file, so the names stay one file and all see the repair. Names outside the
+// inputs cannot be found and keep the original: the report says so.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/job.h"
+
+namespace machofix {
+
+struct BatchItem {
+  std::string input;   // the path to read (a symlink's target when in place)
+  std::string shown;   // the path as the user named it (or as found in the tree)
+  std::string output;  // with -o: where the result goes; empty: in place or no output
+  std::vector<std::string> same_inode;  // hard-link names sharing this file, re-linked after it
+  std::string symlink_text;  // a link inside a mirrored tree: recreated as is, not processed
+  std::vector<std::string> notes;
+};
+
+struct BatchPlan {
+  std::vector<BatchItem> items;
+  std::vector<FileReport> preliminary;  // what the walk itself decided (links left alone, unreadable dirs)
+};
+
+// `output` is -o: with one plain file as input it is the output file, otherwise a
+// directory that mirrors the input trees.
+BatchPlan plan_batch(const std::vector<std::string>& inputs, const std::string& output, bool in_place);
+
+using Progress = std::function<void(size_t done, size_t total, const FileReport& latest)>;
+
+std::vector<FileReport> run_batch(const BatchPlan& plan, Operation operation, const JobOptions& options, unsigned jobs,
+                                  const Progress& progress = {});
+
+struct BatchSummary {
+  size_t seen = 0, changed = 0, unchanged = 0, skipped = 0, failed = 0;
+  size_t dylibs_removed = 0;
+  uint64_t bytes_written = 0;
+};
+BatchSummary summarize(const std::vector<FileReport>& reports);
+
+}  // namespace machofix

@@ -1,0 +1,86 @@
+#include "core/check.h"
+
+namespace machofix {
+
+namespace {
+
+const char* const kSystemPrefixes[] = {"/usr/lib/", "/System/Library/"};
+
+bool allowed(const std::string& install_name, const CheckOptions& options) {
+  if (install_name.empty() || install_name[0] != '/') return true;  // @rpath/..., @loader_path/...: relocatable
+  for (const char* prefix : kSystemPrefixes)
+    if (install_name.rfind(prefix, 0) == 0) return true;
+  for (const std::string& prefix : options.allowed_prefixes)
+    if (install_name.rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+void check_macho(const MachOReport& macho, const std::string& file, const std::string& blob,
+                 const CheckOptions& options, std::vector<Finding>& findings) {
+  for (const SliceReport& slice : macho.slices) {
+    for (const DylibReport& dylib : slice.dylibs) {
+      if (dylib.removed)
+        findings.push_back({file, blob, slice.arch, dylib.install_name, "unused-dependency",
+                            "depends on " + dylib.install_name + ", which supplies no symbol; `machofix prune` removes it"});
+      if (!allowed(dylib.install_name, options))
+        findings.push_back({file, blob, slice.arch, dylib.install_name, "absolute-install-name",
+                            "depends on " + dylib.install_name +
+                                ", an absolute path outside /usr/lib and /System/Library that users' machines will not have"});
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<Finding> check_findings(const FileReport& report, const CheckOptions& options) {
+  std::vector<Finding> findings;
+  if (report.macho) check_macho(*report.macho, report.path, "", options, findings);
+  if (report.pte)
+    for (const BlobReport& blob : report.pte->blobs) check_macho(blob.macho, report.path, join(blob.keys), options, findings);
+  for (const FileReport& member : report.members) {
+    for (Finding finding : check_findings(member, options)) {
+      finding.blob = finding.blob.empty() ? member.path : member.path + ": " + finding.blob;
+      finding.file = report.path;
+      findings.push_back(std::move(finding));
+    }
+  }
+  return findings;
+}
+
+namespace {
+
+// Calls visit(where, macho) for every Mach-O image a report covers.
+template <typename Visit>
+void each_image(const FileReport& report, const std::string& prefix, Visit&& visit) {
+  if (report.macho) visit(prefix, *report.macho);
+  if (report.pte)
+    for (const BlobReport& blob : report.pte->blobs) visit(prefix + join(blob.keys) + ": ", blob.macho);
+  for (const FileReport& member : report.members) each_image(member, prefix + member.path + ": ", visit);
+}
+
+}  // namespace
+
+std::vector<std::string> verify_failures(const FileReport& report) {
+  std::vector<std::string> failures;
+  each_image(report, "", [&](const std::string& where, const MachOReport& macho) {
+    for (const std::string& failure : signature_failures(macho)) failures.push_back(where + failure);
+  });
+  return failures;
+}
+
+std::vector<std::string> verify_notes(const FileReport& report) {
+  std::vector<std::string> notes;
+  each_image(report, "", [&](const std::string& where, const MachOReport& macho) {
+    for (const SliceReport& slice : macho.slices)
+      for (const std::string& note : slice.signature.notes) notes.push_back(where + slice.arch + ": " + note);
+  });
+  return notes;
+}
+
+}  // namespace machofix

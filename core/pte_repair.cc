@@ -1,0 +1,638 @@
+// repair_pte: prune every Mach-O blob of a .pte/.ptd and patch the file around it.
+//
+// The output is described as a list of pieces (ranges copied from the input, and
+// new bytes), built from three kinds of edit: a blob replaced by prune_macho's
+// output, small same-length patches (keys, DataSegment fields, header fields), and,
+// when a blob changes size, a shift of everything after it. The same pieces drive
+// the writing (copy_file_range for the copies) and the verification (every output
+// byte compared with what its piece says it must be).
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "core/pte.h"
+
+namespace machofix {
+
+namespace {
+
+using namespace pte_internal;
+
+struct BlobJob {
+  uint32_t segment_index = 0;
+  Bytes old_bytes;
+  MachORepair result;
+  bool changed = false;
+  std::string old_sha256, new_sha256;
+};
+
+// Same-length bytes to write over the input at `at` (absolute, input coordinates).
+struct Patch {
+  uint64_t at = 0;
+  std::vector<uint8_t> bytes;
+  std::string what;
+};
+
+struct Piece {
+  uint64_t out_at = 0;
+  uint64_t length = 0;
+  std::optional<uint64_t> in_at;  // copied from the input; else `bytes`
+  std::vector<uint8_t> bytes;
+};
+
+struct Plan {
+  std::vector<BlobJob> blobs;
+  std::vector<Patch> patches;
+  Relocation relocation;
+  std::vector<uint64_t> new_offsets;  // absolute, per segment
+  std::vector<uint64_t> new_sizes;
+  std::optional<uint64_t> new_segment_data_size;
+  std::vector<std::string> new_keys;  // per named entry
+  std::vector<Piece> pieces;
+  uint64_t output_size = 0;
+  bool changed = false;
+};
+
+std::vector<uint8_t> le64(uint64_t value) {
+  std::vector<uint8_t> bytes(8);
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<uint8_t>(value >> (8 * i));
+  return bytes;
+}
+
+std::vector<uint8_t> text_bytes(const std::string& text) { return {text.begin(), text.end()}; }
+
+// --- blobs ----------------------------------------------------------------------
+
+// A rewritten blob must be the only thing its bytes belong to.
+void require_blob_alone(const Container& container, uint32_t index) {
+  for (const auto& [user, what] : container.other_users)
+    if (user == index) fail_at(container.segment_start(index), "the segment is also the Program's " + what);
+  for (const DelegateEntry& delegate : container.delegates)
+    if (!delegate.inline_data && delegate.index == index)
+      fail_at(container.segment_start(index), "the segment is also the payload of delegate '" + delegate.id + "'");
+  uint64_t start = container.segment_start(index), end = start + container.segments[index].size;
+  for (uint32_t other = 0; other < container.segments.size(); ++other) {
+    uint64_t other_start = container.segment_start(other), other_end = other_start + container.segments[other].size;
+    if (other == index || container.segments[other].size == 0) continue;
+    if (other_start < end && other_end > start)
+      fail_at(start, "the segment overlaps segment " + std::to_string(other) + " [" + hex(other_start) + ", " + hex(other_end) + ")");
+  }
+}
+
+std::vector<BlobJob> rewrite_blobs(const Container& container, const RepairOptions& options, const BlobRewriter& rewrite) {
+  std::vector<BlobJob> jobs;
+  for (uint32_t index : macho_segments(container)) {
+    BlobJob job;
+    job.segment_index = index;
+    job.old_bytes = container.segment_bytes(index);
+    try {
+      job.result = rewrite(job.old_bytes, blob_options(container, index, options));
+      job.changed = job.result.output.size() != job.old_bytes.size() ||
+                    std::memcmp(job.result.output.data(), job.old_bytes.data(), job.old_bytes.size()) != 0;
+      if (job.changed) require_blob_alone(container, index);
+    } catch (Error& error) {
+      throw error.in_part(blob_part(container, index));
+    }
+    job.old_sha256 = sha256_hex(job.old_bytes);
+    job.new_sha256 = job.changed ? sha256_hex(Bytes(job.result.output)) : job.old_sha256;
+    jobs.push_back(std::move(job));
+  }
+  return jobs;
+}
+
+// --- keys -----------------------------------------------------------------------
+
+std::string payload_name(const DelegateEntry& delegate) {
+  return std::string("delegate payload (") + (delegate.inline_data ? "inline " : "segment ") + std::to_string(delegate.index) + ")";
+}
+
+// Writes the new hash over the old one wherever a delegate payload names `old_key`.
+void renew_in_payloads(const Container& container, const std::string& old_key, const std::string& new_sha256,
+                       KeyRenewal& renewal, std::vector<Patch>& patches) {
+  std::vector<uint64_t> done;  // several delegates may share one payload
+  for (const DelegateEntry& delegate : container.delegates) {
+    for (const PayloadLine& line : payload_lines(container.payload(delegate))) {
+      if (line.text != old_key || std::count(done.begin(), done.end(), line.at)) continue;
+      done.push_back(line.at);
+      patches.push_back({line.at, text_bytes(new_sha256), payload_name(delegate)});
+      renewal.renewed_in.push_back(payload_name(delegate));
+    }
+  }
+}
+
+void renew_keys(const Container& container, const BlobJob& job, Plan& plan, BlobReport& report,
+                std::vector<std::string>& warnings) {
+  for (size_t i = 0; i < container.named.size(); ++i) {
+    const NamedEntry& named = container.named[i];
+    if (named.segment_index != job.segment_index || !is_content_hash_key(named.key, job.old_sha256)) continue;
+    if (container.kind == ContainerKind::Ptd) {
+      // The .pte whose delegate payload names this key is not being rewritten.
+      warnings.push_back("content-hash key '" + named.key + "' kept: the .pte that names it is not rewritten with this .ptd");
+      continue;
+    }
+    KeyRenewal renewal{named.key, job.new_sha256 + named.key.substr(job.old_sha256.size()), {"NamedData.key"}};
+    plan.patches.push_back({named.key_at, text_bytes(job.new_sha256), "NamedData.key"});
+    renew_in_payloads(container, named.key, job.new_sha256, renewal, plan.patches);
+    if (renewal.renewed_in.size() == 1)
+      warnings.push_back("key '" + named.key + "' renewed, but no delegate payload names it");
+    plan.new_keys[i] = renewal.new_key;
+    report.renewals.push_back(std::move(renewal));
+  }
+}
+
+// --- layout ---------------------------------------------------------------------
+
+[[noreturn]] void cannot_patch(const SegmentEntry& segment, uint32_t index, const char* field, uint64_t from, uint64_t to) {
+  fail_at(segment.table_at, "segment " + std::to_string(index) + " must change its " + field + " from " + hex(from) + " to " +
+                                hex(to) + ", but the flatbuffer omits DataSegment." + field +
+                                " (it held the default 0 when written), so it cannot be patched in place");
+}
+
+void patch_segment_fields(const Container& container, Plan& plan) {
+  for (uint32_t i = 0; i < container.segments.size(); ++i) {
+    const SegmentEntry& segment = container.segments[i];
+    uint64_t old_offset = container.segment_start(i);
+    if (plan.new_offsets[i] != old_offset) {
+      uint64_t relative = plan.new_offsets[i] - container.header.base;
+      if (!segment.offset_at) cannot_patch(segment, i, "offset", segment.offset, relative);
+      plan.patches.push_back({*segment.offset_at, le64(relative), "DataSegment.offset"});
+    }
+    if (plan.new_sizes[i] != segment.size) {
+      if (!segment.size_at) cannot_patch(segment, i, "size", segment.size, plan.new_sizes[i]);
+      plan.patches.push_back({*segment.size_at, le64(plan.new_sizes[i]), "DataSegment.size"});
+    }
+  }
+}
+
+// segment_data_size covers up to the end of the last segment: it grows or shrinks
+// with that end.
+void patch_segment_data_size(const Container& container, Plan& plan) {
+  const Header& header = container.header;
+  if (!header.segment_data_size) return;
+  uint64_t old_end = header.base, new_end = header.base;
+  for (uint32_t i = 0; i < container.segments.size(); ++i) {
+    old_end = std::max(old_end, container.segment_start(i) + container.segments[i].size);
+    new_end = std::max(new_end, plan.new_offsets[i] + plan.new_sizes[i]);
+  }
+  plan.new_segment_data_size = *header.segment_data_size + new_end - old_end;
+  if (*plan.new_segment_data_size != *header.segment_data_size)
+    plan.patches.push_back({*header.segment_data_size_at, le64(*plan.new_segment_data_size), "segment_data_size"});
+}
+
+void lay_out(const Container& container, Plan& plan) {
+  std::vector<uint64_t> offsets, sizes;
+  for (uint32_t i = 0; i < container.segments.size(); ++i) {
+    offsets.push_back(container.segment_start(i));
+    sizes.push_back(container.segments[i].size);
+  }
+  plan.new_sizes = sizes;
+  for (const BlobJob& job : plan.blobs) plan.new_sizes[job.segment_index] = job.result.output.size();
+  plan.relocation = relocate_segments(container.header.base, offsets, sizes, plan.new_sizes);
+  for (const SegmentMove& move : plan.relocation.segments) plan.new_offsets.push_back(move.new_offset);
+  patch_segment_fields(container, plan);
+  patch_segment_data_size(container, plan);
+  plan.output_size = container.file.size() + plan.relocation.final_shift();
+}
+
+// --- pieces ---------------------------------------------------------------------
+
+// The input from `start` replaced by `bytes`; copying resumes at `resume`, shifted
+// by `shift_after` (nullopt: the current shift).
+struct Edit {
+  uint64_t start = 0;
+  std::vector<uint8_t> bytes;
+  uint64_t resume = 0;
+  std::optional<int64_t> shift_after;
+  std::string what;
+};
+
+std::vector<Edit> collect_edits(const Plan& plan) {
+  std::vector<Edit> edits;
+  for (const BlobJob& job : plan.blobs) {
+    if (!job.changed) continue;
+    uint64_t start = job.old_bytes.base(), end = start + job.old_bytes.size();
+    Edit edit{start, job.result.output, end, std::nullopt, "segment " + std::to_string(job.segment_index)};
+    for (const Relocation::Step& step : plan.relocation.steps) {
+      if (step.resized_start != start) continue;
+      edit.resume = step.resume;
+      edit.shift_after = step.shift;
+    }
+    edits.push_back(std::move(edit));
+  }
+  for (const Patch& patch : plan.patches)
+    edits.push_back({patch.at, patch.bytes, patch.at + patch.bytes.size(), std::nullopt, patch.what});
+  std::sort(edits.begin(), edits.end(), [](const Edit& a, const Edit& b) { return a.start < b.start; });
+  // The same bytes patched twice (a string two tables share) is one patch.
+  auto same = [](const Edit& a, const Edit& b) { return a.start == b.start && a.bytes == b.bytes && a.resume == b.resume; };
+  edits.erase(std::unique(edits.begin(), edits.end(), same), edits.end());
+  return edits;
+}
+
+void add_copy(std::vector<Piece>& pieces, uint64_t in_at, uint64_t out_at, uint64_t length) {
+  if (length) pieces.push_back({out_at, length, in_at, {}});
+}
+
+void add_bytes(std::vector<Piece>& pieces, uint64_t out_at, std::vector<uint8_t> bytes) {
+  uint64_t length = bytes.size();
+  if (length) pieces.push_back({out_at, length, std::nullopt, std::move(bytes)});
+}
+
+void build_pieces(const Container& container, Plan& plan) {
+  uint64_t cursor = 0;  // input
+  int64_t shift = 0;
+  for (Edit& edit : collect_edits(plan)) {
+    if (edit.start < cursor)
+      fail_at(edit.start, "internal error: the edit of " + edit.what + " overlaps an earlier edit (ending at " + hex(cursor) + ")");
+    add_copy(plan.pieces, cursor, cursor + shift, edit.start - cursor);
+    uint64_t out_end = edit.start + shift + edit.bytes.size();
+    add_bytes(plan.pieces, edit.start + shift, std::move(edit.bytes));
+    shift = edit.shift_after.value_or(shift);
+    uint64_t resume_out = edit.resume + shift;
+    if (resume_out < out_end) fail_at(edit.start, "internal error: the segment after " + edit.what + " would overlap it");
+    add_bytes(plan.pieces, out_end, std::vector<uint8_t>(resume_out - out_end, 0));  // padding stays zero
+    cursor = edit.resume;
+  }
+  add_copy(plan.pieces, cursor, cursor + shift, container.file.size() - cursor);
+}
+
+// --- report ---------------------------------------------------------------------
+
+BlobReport blob_report(const Container& container, const BlobJob& job) {
+  BlobReport report;
+  report.segment_index = job.segment_index;
+  report.keys = keys_of(container, job.segment_index);
+  report.offset = job.old_bytes.base();
+  report.size = job.old_bytes.size();
+  report.new_size = job.result.output.size();
+  report.sha256 = job.old_sha256;
+  report.new_sha256 = job.new_sha256;
+  report.macho = job.result.report;
+  report.changed = job.changed;
+  return report;
+}
+
+Plan make_plan(const Container& container, const RepairOptions& options, const BlobRewriter& rewrite, PteReport& report) {
+  Plan plan;
+  plan.blobs = rewrite_blobs(container, options, rewrite);
+  for (const NamedEntry& named : container.named) plan.new_keys.push_back(named.key);
+  for (const BlobJob& job : plan.blobs) {
+    BlobReport entry = blob_report(container, job);
+    if (job.changed) renew_keys(container, job, plan, entry, report.warnings);
+    plan.changed |= job.changed;
+    report.blobs.push_back(std::move(entry));
+  }
+  lay_out(container, plan);
+  build_pieces(container, plan);
+  for (NamedDataReport& named : report.named_data)
+    for (const BlobJob& job : plan.blobs)
+      if (job.segment_index == named.segment_index) named.content_hash_key = is_content_hash_key(named.key, job.old_sha256);
+  for (SegmentReport& segment : report.segments) {
+    if (plan.new_offsets[segment.index] != segment.offset) segment.new_offset = plan.new_offsets[segment.index];
+    if (plan.new_sizes[segment.index] != segment.size) segment.new_size = plan.new_sizes[segment.index];
+  }
+  report.output_size = plan.output_size;
+  report.changed = plan.changed;
+  return plan;
+}
+
+// --- comparing ---------------------------------------------------------------------
+
+// Large ranges are compared a window at a time; after each window its pages are
+// dropped from this process (they are clean file pages, the kernel re-reads them if
+// touched again), so RSS stays at about two windows whatever the file size.
+constexpr uint64_t kCompareWindow = 32ull << 20;
+
+// Maps a window's pages in one call instead of one fault per page (Linux 5.14+;
+// elsewhere, or on older kernels, the pages fault in as they are read).
+#if defined(__linux__) && !defined(MADV_POPULATE_READ)
+#define MADV_POPULATE_READ 22
+#endif
+constexpr int kPrefetchAdvice =
+#ifdef MADV_POPULATE_READ
+    MADV_POPULATE_READ;
+#else
+    MADV_WILLNEED;
+#endif
+
+// Starts writing a copied chunk to disk now, so that commit()'s fsync has little
+// left to wait for. Only a hint.
+void start_writeback(int fd, uint64_t offset, uint64_t length) {
+#ifdef __linux__
+  sync_file_range(fd, static_cast<off_t>(offset), static_cast<off_t>(length), SYNC_FILE_RANGE_WRITE);
+#else
+  (void)fd, (void)offset, (void)length;
+#endif
+}
+
+void page_range_advice(const Bytes& range, int advice) {
+  if (range.size() == 0) return;
+  uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  uintptr_t start = reinterpret_cast<uintptr_t>(range.data()) & ~(page - 1);
+  uintptr_t end = (reinterpret_cast<uintptr_t>(range.data()) + range.size() + page - 1) & ~(page - 1);
+  madvise(reinterpret_cast<void*>(start), end - start, advice);  // advice only: failure costs speed, not correctness
+}
+
+uint64_t first_difference(const Bytes& a, const Bytes& b) {
+  uint64_t i = 0;
+  while (i < a.size() && i < b.size() && a.data()[i] == b.data()[i]) ++i;
+  return i;
+}
+
+void compare_copied(const Bytes& input, const Bytes& output, const Piece& piece) {
+  for (uint64_t done = 0; done < piece.length; done += kCompareWindow) {
+    uint64_t length = std::min(kCompareWindow, piece.length - done);
+    Bytes expected = input.sub(*piece.in_at + done, length, "input range");
+    Bytes written = output.sub(piece.out_at + done, length, "output range");
+    page_range_advice(expected, kPrefetchAdvice);
+    page_range_advice(written, kPrefetchAdvice);
+    bool equal = std::memcmp(expected.data(), written.data(), length) == 0;
+    uint64_t at = equal ? 0 : first_difference(expected, written);
+    page_range_advice(expected, MADV_DONTNEED);
+    page_range_advice(written, MADV_DONTNEED);
+    if (!equal)
+      fail_at(written.base() + at, "the output differs from input offset " + hex(expected.base() + at) + ", which it copies");
+  }
+}
+
+// Compares copied chunks with the input on a second thread while the next chunks
+// are being written, so reading the output back costs little extra time. It
+// reads the output through a shared mapping of the temporary file, coherent with
+// the writes (Linux's page cache); the chunks are submitted once written.
+class ChunkChecker {
+ public:
+  ChunkChecker(const Bytes& input, const std::string& temp_path, uint64_t size) : input_(input) {
+    fd_ = ::open(temp_path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) fail("cannot reopen the temporary output to verify it");
+    if (size) {
+      void* mapped = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd_, 0);
+      if (mapped == MAP_FAILED) fail("cannot map the temporary output to verify it");
+      output_ = Bytes(static_cast<const uint8_t*>(mapped), size);
+    }
+    thread_ = std::thread([this] { run(); });
+  }
+  ~ChunkChecker() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.clear();  // unless finish() ran, the output is being abandoned
+    }
+    stop();
+    if (output_.data()) munmap(const_cast<uint8_t*>(output_.data()), output_.size());
+    ::close(fd_);
+  }
+  ChunkChecker(const ChunkChecker&) = delete;
+  ChunkChecker& operator=(const ChunkChecker&) = delete;
+
+  int fd() const { return fd_; }
+  void submit(const Piece& chunk) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(chunk);
+    wake_.notify_one();
+  }
+  // Waits for every submitted chunk; throws the first mismatch.
+  void finish() {
+    stop();
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      closing_ = true;
+      wake_.notify_one();
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+  void run() {
+    for (;;) {
+      Piece chunk;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [this] { return closing_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        chunk = queue_.front();
+        queue_.pop_front();
+      }
+      if (error_) continue;  // drain: the first mismatch is the one reported
+      try {
+        compare_copied(input_, output_, chunk);
+      } catch (...) {
+        error_ = std::current_exception();
+      }
+    }
+  }
+
+  Bytes input_;
+  Bytes output_;
+  int fd_ = -1;
+  std::thread thread_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Piece> queue_;
+  bool closing_ = false;
+  std::exception_ptr error_;  // written by the thread, read after join
+};
+
+// --- writing --------------------------------------------------------------------
+
+// Copies go a chunk at a time, each chunk's writeback started at once, so that
+// the disk works while the rest is copied and verified and commit()'s fsync has
+// little left to wait for.
+constexpr uint64_t kCopyChunk = 64ull << 20;
+
+// Writes every piece; hands each copied chunk to `checker` once it is written.
+void write_pieces(const MappedFile& input, const Plan& plan, AtomicOutput& output, ChunkChecker& checker) {
+  for (const Piece& piece : plan.pieces) {
+    if (!piece.in_at) {
+      output.write_at(piece.out_at, piece.bytes);
+      continue;
+    }
+    for (uint64_t done = 0; done < piece.length; done += kCopyChunk) {
+      uint64_t length = std::min(kCopyChunk, piece.length - done);
+      output.copy_from(input.fd(), *piece.in_at + done, piece.out_at + done, length);
+      start_writeback(checker.fd(), piece.out_at + done, length);
+      checker.submit({piece.out_at + done, length, *piece.in_at + done, {}});
+    }
+  }
+}
+
+bool same_file(const MappedFile& input, const std::string& path) {
+  struct stat in, out;
+  return fstat(input.fd(), &in) == 0 && stat(path.c_str(), &out) == 0 && in.st_dev == out.st_dev && in.st_ino == out.st_ino;
+}
+
+// --- verification ------------------------------------------------------------------
+
+// The new bytes are what was meant (the copies are ChunkChecker's job).
+void compare_new_bytes(const Bytes& output, const Plan& plan) {
+  for (const Piece& piece : plan.pieces) {
+    if (piece.in_at) continue;
+    Bytes written = output.sub(piece.out_at, piece.length, "output range");
+    Bytes expected(piece.bytes);
+    if (std::memcmp(written.data(), expected.data(), piece.length) != 0)
+      fail_at(written.base() + first_difference(written, expected), "the output differs from the bytes written there");
+  }
+}
+
+void check_header_after(const Container& before, const Container& after, const Plan& plan) {
+  if (after.kind != before.kind || after.header.length != before.header.length ||
+      after.header.flatbuffer_end != before.header.flatbuffer_end || after.header.base != before.header.base)
+    fail_at(0, "the header does not describe the flatbuffer and segments as the input's did");
+  std::optional<uint64_t> expected = plan.new_segment_data_size ? plan.new_segment_data_size : before.header.segment_data_size;
+  if (after.header.segment_data_size != expected)
+    fail_at(after.header.segment_data_size_at.value_or(0), "segment_data_size is not the one written");
+}
+
+void check_segments_after(const Container& before, const Container& after, const Plan& plan) {
+  if (after.segments.size() != before.segments.size()) fail_at(0, "the number of segments changed");
+  for (uint32_t i = 0; i < after.segments.size(); ++i) {
+    if (after.segment_start(i) != plan.new_offsets[i] || after.segments[i].size != plan.new_sizes[i])
+      fail_at(after.segments[i].table_at, "segment " + std::to_string(i) + " is at [" + hex(after.segment_start(i)) + ", +" +
+                                              hex(after.segments[i].size) + "), not at [" + hex(plan.new_offsets[i]) + ", +" +
+                                              hex(plan.new_sizes[i]) + ")");
+  }
+}
+
+void check_names_after(const Container& before, const Container& after, const Plan& plan) {
+  if (after.named.size() != before.named.size() || after.delegates.size() != before.delegates.size() ||
+      after.inline_data.size() != before.inline_data.size() || after.methods != before.methods)
+    fail_at(0, "the methods, named data or delegates are not the input's");
+  for (size_t i = 0; i < after.named.size(); ++i) {
+    if (after.named[i].key != plan.new_keys[i] || after.named[i].segment_index != before.named[i].segment_index)
+      fail_at(after.named[i].table_at, "named data " + std::to_string(i) + " reads '" + after.named[i].key + "', not '" +
+                                           plan.new_keys[i] + "'");
+  }
+  for (size_t i = 0; i < after.delegates.size(); ++i) {
+    if (after.delegates[i].inline_data != before.delegates[i].inline_data || after.delegates[i].index != before.delegates[i].index)
+      fail_at(after.delegates[i].table_at, "delegate " + std::to_string(i) + " refers to other data than in the input");
+  }
+}
+
+// Each rewritten blob is exactly what prune produced, and each renewed key is the
+// SHA-256 of the bytes it now names, in NamedData and in the delegate payloads.
+void check_blobs_after(const Container& before, const Container& after, const Plan& plan) {
+  for (const BlobJob& job : plan.blobs) {
+    if (!job.changed) continue;
+    Bytes written = after.segment_bytes(job.segment_index);
+    Bytes expected(job.result.output);
+    if (written.size() != expected.size() || std::memcmp(written.data(), expected.data(), expected.size()) != 0)
+      fail_at(written.base(), "segment " + std::to_string(job.segment_index) + " is not the rewritten Mach-O image");
+    std::string hash = sha256_hex(written);
+    for (size_t i = 0; i < after.named.size(); ++i) {
+      const std::string& key = after.named[i].key;
+      if (after.named[i].segment_index != job.segment_index || key == before.named[i].key) continue;
+      if (!is_content_hash_key(key, hash))
+        fail_at(after.named[i].key_at, "renewed key '" + key + "' is not the blob's SHA-256 " + hash);
+    }
+  }
+}
+
+void check_payloads_after(const Container& before, const Container& after, const Plan& plan) {
+  for (size_t d = 0; d < after.delegates.size(); ++d) {
+    std::vector<PayloadLine> old_lines = payload_lines(before.payload(before.delegates[d]));
+    std::vector<PayloadLine> new_lines = payload_lines(after.payload(after.delegates[d]));
+    if (old_lines.size() != new_lines.size()) fail_at(after.payload(after.delegates[d]).base(), "a delegate payload changed form");
+    for (size_t l = 0; l < new_lines.size(); ++l) {
+      std::string expected = old_lines[l].text;
+      for (size_t i = 0; i < before.named.size(); ++i)
+        if (before.named[i].key == expected) expected = plan.new_keys[i];
+      if (new_lines[l].text != expected)
+        fail_at(new_lines[l].at, "the delegate payload names '" + new_lines[l].text + "', not '" + expected + "'");
+    }
+  }
+}
+
+// A delegate payload segment (small: payload_lines reads at most 4 KiB) must be
+// the input with the patches applied.
+void check_patched_segment(const Container& before, const Container& after, const Plan& plan, uint32_t index) {
+  Bytes original = before.segment_bytes(index);
+  std::vector<uint8_t> expected(original.data(), original.data() + original.size());
+  for (const Patch& patch : plan.patches) {
+    if (patch.at < original.base() || patch.at + patch.bytes.size() > original.base() + original.size()) continue;
+    std::copy(patch.bytes.begin(), patch.bytes.end(), expected.begin() + (patch.at - original.base()));
+  }
+  Bytes written = after.segment_bytes(index);
+  if (written.size() != expected.size() || std::memcmp(written.data(), expected.data(), expected.size()) != 0)
+    fail_at(written.base(), "delegate payload segment " + std::to_string(index) + " is not the input with its keys renewed");
+}
+
+// An unchanged segment is proven identical when the pieces copy all its bytes to
+// where the output's flatbuffer now locates it: ChunkChecker has checked every
+// copy byte for byte. A segment with patches (a delegate payload) must be the input
+// with the patches applied.
+void check_unchanged_segments(const Container& before, const Container& after, const Plan& plan) {
+  for (uint32_t i = 0; i < before.segments.size(); ++i) {
+    bool rewritten = std::any_of(plan.blobs.begin(), plan.blobs.end(),
+                                 [&](const BlobJob& job) { return job.changed && job.segment_index == i; });
+    uint64_t start = before.segment_start(i), end = start + before.segments[i].size;
+    if (rewritten || start == end) continue;
+    bool patched = std::any_of(plan.patches.begin(), plan.patches.end(),
+                               [&](const Patch& patch) { return patch.at >= start && patch.at < end; });
+    if (patched) {
+      check_patched_segment(before, after, plan, i);
+      continue;
+    }
+    int64_t delta = static_cast<int64_t>(plan.new_offsets[i]) - static_cast<int64_t>(start);
+    uint64_t covered = 0;
+    for (const Piece& piece : plan.pieces) {
+      if (!piece.in_at) continue;
+      uint64_t from = std::max(start, *piece.in_at), to = std::min(end, *piece.in_at + piece.length);
+      if (from >= to) continue;
+      if (static_cast<int64_t>(piece.out_at) - static_cast<int64_t>(*piece.in_at) != delta)
+        fail_at(from, "segment " + std::to_string(i) + " is not copied to where the output locates it");
+      covered += to - from;
+    }
+    if (covered != end - start) fail_at(start, "segment " + std::to_string(i) + " is not entirely copied to the output");
+  }
+}
+
+// Re-reads the temporary output as a new input: header, Verifier, every segment
+// located again, then every byte compared with the plan (the copies by `checker`).
+void verify_output(const Container& before, const Plan& plan, const std::string& temp_path, ChunkChecker& checker) {
+  MappedFile written(temp_path);
+  try {
+    if (written.size() != plan.output_size)
+      fail_at(written.size(), "the output is " + std::to_string(written.size()) + " bytes, not " + std::to_string(plan.output_size));
+    Container after = read_container(written.bytes());
+    check_header_after(before, after, plan);
+    check_segments_after(before, after, plan);
+    check_names_after(before, after, plan);
+    check_blobs_after(before, after, plan);
+    check_payloads_after(before, after, plan);
+    check_unchanged_segments(before, after, plan);
+    compare_new_bytes(written.bytes(), plan);
+    checker.finish();
+  } catch (Error& error) {
+    throw error.in_part("verifying the output before committing it (offsets in the output)");
+  }
+}
+
+}  // namespace
+
+PteReport repair_pte(const MappedFile& input, const std::string& output_path, const RepairOptions& options, bool dry_run,
+                     const BlobRewriter& rewrite) {
+  Container container = read_container(input.bytes());
+  PteReport report = describe(container);
+  Plan plan = make_plan(container, options, rewrite, report);
+  // Unchanged: an identical copy for another path, nothing at all in place.
+  if (dry_run || output_path.empty() || (!plan.changed && same_file(input, output_path))) return report;
+  AtomicOutput output(output_path, input.mode());
+  output.truncate(plan.output_size);
+  ChunkChecker checker(input.bytes(), output.temp_path(), plan.output_size);
+  write_pieces(input, plan, output, checker);
+  verify_output(container, plan, output.temp_path(), checker);
+  output.commit();
+  report.written = true;
+  return report;
+}
+
+}  // namespace machofix

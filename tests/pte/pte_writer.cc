@@ -1,0 +1,56 @@
+// Command line of the test-only .pte/.ptd writer (see pte_writer.h).
+//
+//   pte_writer matrix BLOBDIR OUTDIR
+//       every case of the test matrix, as OUTDIR/<case>.pte or .ptd
+//   pte_writer big BLOBDIR OUT.pte WEIGHT_BYTES [SEGMENT_ALIGNMENT]
+//       forward.so under a content-hash key, plus WEIGHT_BYTES of weights in one
+//       segment (streamed: any size), for bench/pte_bench.sh
+//
+// BLOBDIR is what tests/pte/make_blobs.sh writes.
+#include <cstdlib>
+#include <iostream>
+
+#include "tests/pte/pte_writer.h"
+
+namespace {
+
+int usage() {
+  std::cerr << "usage: pte_writer matrix BLOBDIR OUTDIR\n"
+               "       pte_writer big BLOBDIR OUT.pte WEIGHT_BYTES [SEGMENT_ALIGNMENT]\n";
+  return 2;
+}
+
+int write_matrix(const std::string& blob_directory, const std::string& out_directory) {
+  for (const pte_test::Case& test_case : pte_test::matrix(pte_test::Blobs::load(blob_directory))) {
+    std::string path = out_directory + "/" + test_case.name + (test_case.spec.ptd ? ".ptd" : ".pte");
+    pte_test::write_file(test_case.spec, path);
+    std::cout << path << "\n";
+  }
+  return 0;
+}
+
+int write_big(const std::string& blob_directory, const std::string& path, uint64_t weight_bytes, uint64_t alignment) {
+  pte_test::Blobs blobs = pte_test::Blobs::load(blob_directory);
+  pte_test::Spec spec = pte_test::aoti_spec(pte_test::Keys::Hash, {{"forward", &blobs.forward, 1}}, alignment);
+  // The weights named in the payload stay small (their key is hashed from their
+  // bytes); the bulk goes into one more named segment, streamed.
+  spec.data.push_back({{}, weight_bytes, 16});
+  spec.named.push_back({"bulk_weights_blob", spec.data.size() - 1});
+  pte_test::write_file(spec, path);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    std::string command = argc > 1 ? argv[1] : "";
+    if (command == "matrix" && argc == 4) return write_matrix(argv[2], argv[3]);
+    if (command == "big" && (argc == 5 || argc == 6))
+      return write_big(argv[2], argv[3], std::strtoull(argv[4], nullptr, 0), argc == 6 ? std::strtoull(argv[5], nullptr, 0) : 4096);
+    return usage();
+  } catch (const std::exception& error) {
+    std::cerr << "pte_writer: " << error.what() << "\n";
+    return 1;
+  }
+}

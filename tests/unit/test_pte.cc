@@ -1,0 +1,702 @@
+// .pte/.ptd reading and rewriting.
+//
+// - The two samples written by ExecuTorch's own serializer (shared/samples) become
+//   exactly what their README says, checked at offsets read off their flatbuffers
+//   with flatc, independently of machofix's reader.
+// - The writer's matrix (tests/pte/pte_writer.h) over real Mach-O images linked by
+//   tests/pte/make_blobs.sh: every output re-read and compared with the input.
+// - Stand-in rewriters make blobs grow and shrink, to test moving segments
+//   without depending on what pruning does to a blob's size.
+// - Corrupted files: a clear error with its offset, and nothing written.
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/pte.h"
+#include "tests/pte/pte_writer.h"
+
+using namespace machofix;
+using pte_internal::Container;
+using pte_internal::read_container;
+
+namespace {
+
+std::string source_root() {
+  std::string file = __FILE__;
+  return file.substr(0, file.rfind("/tests/unit/"));
+}
+
+std::string samples_directory() { return source_root() + "/../shared/samples"; }
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char pattern[] = "/tmp/machofix-pte-test-XXXXXX";
+    path = mkdtemp(pattern);
+  }
+  ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
+  std::string operator/(const std::string& name) const { return path + "/" + name; }
+  std::vector<std::string> entries() const {
+    std::vector<std::string> names;
+    DIR* directory = opendir(path.c_str());
+    while (dirent* entry = readdir(directory))
+      if (std::string(entry->d_name) != "." && std::string(entry->d_name) != "..") names.push_back(entry->d_name);
+    closedir(directory);
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+};
+
+void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
+  FILE* file = std::fopen(path.c_str(), "wb");
+  REQUIRE(file);
+  REQUIRE(std::fwrite(bytes.data(), 1, bytes.size(), file) == bytes.size());
+  std::fclose(file);
+}
+
+// The Mach-O images of make_blobs.sh, linked once per run; null without LLVM 16.
+const pte_test::Blobs* linked_blobs() {
+  static TempDir directory;
+  static std::unique_ptr<pte_test::Blobs> blobs = [] {
+    std::string command = "'" + source_root() + "/tests/pte/make_blobs.sh' '" + directory.path + "' >/dev/null 2>&1";
+    if (std::system(command.c_str()) != 0) return std::unique_ptr<pte_test::Blobs>();
+    return std::make_unique<pte_test::Blobs>(pte_test::Blobs::load(directory.path));
+  }();
+  return blobs.get();
+}
+
+#define REQUIRE_BLOBS()                                                                        \
+  const pte_test::Blobs* blobs = linked_blobs();                                               \
+  if (!blobs) {                                                                                \
+    MESSAGE("skipped: tests/pte/make_blobs.sh failed (needs clang-16, ld64.lld-16, llvm-lipo-16)"); \
+    return;                                                                                    \
+  }
+
+// Bytes that look like a thin Mach-O to looks_like_thin_macho, for stand-in rewriters.
+std::vector<uint8_t> fake_macho(uint64_t size, uint64_t seed) {
+  std::vector<uint8_t> bytes = pte_test::pseudo_random(size, seed);
+  const uint8_t magic[] = {0xcf, 0xfa, 0xed, 0xfe};
+  std::copy(magic, magic + 4, bytes.begin());
+  return bytes;
+}
+
+// A stand-in for prune_macho: flips a byte, then grows (0xee bytes) or shrinks.
+BlobRewriter resize_by(int64_t delta) {
+  return [delta](const Bytes& blob, const RepairOptions&) {
+    MachORepair repair;
+    repair.output.assign(blob.data(), blob.data() + blob.size());
+    repair.output[64] ^= 0x5a;
+    repair.output.resize(static_cast<size_t>(static_cast<int64_t>(blob.size()) + delta), 0xee);
+    repair.report.changed = true;
+    return repair;
+  };
+}
+
+BlobRewriter unchanged() {
+  return [](const Bytes& blob, const RepairOptions&) {
+    MachORepair repair;
+    repair.output.assign(blob.data(), blob.data() + blob.size());
+    return repair;
+  };
+}
+
+std::vector<uint8_t> slice(const std::vector<uint8_t>& bytes, uint64_t offset, uint64_t size) {
+  REQUIRE(offset + size <= bytes.size());
+  return {bytes.begin() + offset, bytes.begin() + offset + size};
+}
+
+std::string text_at(const std::vector<uint8_t>& bytes, uint64_t offset, uint64_t size) {
+  std::vector<uint8_t> part = slice(bytes, offset, size);
+  return {part.begin(), part.end()};
+}
+
+uint64_t lowest_bit(uint64_t value) { return value & (~value + 1); }
+
+struct Rewrite {
+  PteReport report;
+  std::vector<uint8_t> output;
+};
+
+Rewrite rewrite_file(const std::vector<uint8_t>& input, const BlobRewriter& rewriter, RepairOptions options = {}) {
+  TempDir directory;
+  write_bytes(directory / "in.pte", input);
+  MappedFile mapped(directory / "in.pte");
+  Rewrite result;
+  result.report = repair_pte(mapped, directory / "out.pte", options, false, rewriter);
+  result.output = pte_test::read_file(directory / "out.pte");
+  return result;
+}
+
+// Checks an output against its input, locating everything through both files'
+// flatbuffers: rewritten blobs are what `rewriter` makes of the input blobs, every
+// other segment is byte-identical (wherever it moved to, keeping its alignment),
+// the bytes before the segments differ only in renewed keys, patched DataSegment
+// fields and segment_data_size, and padding is zero.
+void check_rewrite(const std::vector<uint8_t>& input, const Rewrite& rewrite, const BlobRewriter& rewriter,
+                   bool renew_hash_keys, const RepairOptions& options = {}) {
+  Container before = read_container(Bytes(input));
+  Container after = read_container(Bytes(rewrite.output));
+  REQUIRE(after.segments.size() == before.segments.size());
+  REQUIRE(after.named.size() == before.named.size());
+  std::vector<bool> may_differ(before.header.base, false);  // bytes before the segments
+  std::vector<uint32_t> macho = pte_internal::macho_segments(before);
+  for (uint32_t i = 0; i < before.segments.size(); ++i) {
+    Bytes old_bytes = before.segment_bytes(i), new_bytes = after.segment_bytes(i);
+    for (uint64_t field : {before.segments[i].offset_at.value_or(0), before.segments[i].size_at.value_or(0)})
+      if (field) std::fill(may_differ.begin() + field, may_differ.begin() + field + 8, true);
+    uint64_t kept_alignment = std::min<uint64_t>(lowest_bit(old_bytes.base()), kMaxKeptAlignment);
+    CHECK(lowest_bit(new_bytes.base()) >= kept_alignment);
+    if (std::count(macho.begin(), macho.end(), i)) {
+      MachORepair expected = rewriter(old_bytes, pte_internal::blob_options(before, i, options));
+      CHECK(std::vector<uint8_t>(new_bytes.data(), new_bytes.data() + new_bytes.size()) == expected.output);
+      continue;
+    }
+    bool is_payload = false;
+    for (const auto& delegate : before.delegates) is_payload |= !delegate.inline_data && delegate.index == i;
+    if (!is_payload) CHECK(std::memcmp(old_bytes.data(), new_bytes.data(), old_bytes.size()) == 0);
+  }
+  for (size_t n = 0; n < before.named.size(); ++n) {
+    const auto& old_named = before.named[n];
+    const auto& new_named = after.named[n];
+    Bytes blob = after.segment_bytes(new_named.segment_index);
+    std::string old_hash = sha256_hex(before.segment_bytes(old_named.segment_index));
+    bool renewable = renew_hash_keys && pte_internal::is_content_hash_key(old_named.key, old_hash) &&
+                     old_hash != sha256_hex(blob);
+    if (renewable) {
+      CHECK(new_named.key == sha256_hex(blob) + old_named.key.substr(64));
+      std::fill(may_differ.begin() + old_named.key_at, may_differ.begin() + old_named.key_at + 64, true);
+    } else {
+      CHECK(new_named.key == old_named.key);
+    }
+  }
+  // Delegate payloads: the same lines, renewed keys replaced.
+  for (size_t d = 0; d < before.delegates.size(); ++d) {
+    Bytes old_payload = before.payload(before.delegates[d]), new_payload = after.payload(after.delegates[d]);
+    CHECK(old_payload.size() == new_payload.size());
+    auto old_lines = pte_internal::payload_lines(old_payload);
+    auto new_lines = pte_internal::payload_lines(new_payload);
+    REQUIRE(old_lines.size() == new_lines.size());
+    for (size_t l = 0; l < old_lines.size(); ++l) {
+      std::string expected = old_lines[l].text;
+      for (size_t n = 0; n < before.named.size(); ++n)
+        if (before.named[n].key == expected) expected = after.named[n].key;
+      CHECK(new_lines[l].text == expected);
+      if (expected != old_lines[l].text && old_lines[l].at < before.header.base)
+        std::fill(may_differ.begin() + old_lines[l].at, may_differ.begin() + old_lines[l].at + 64, true);
+    }
+  }
+  if (before.header.segment_data_size_at) {
+    uint64_t field = *before.header.segment_data_size_at;
+    std::fill(may_differ.begin() + field, may_differ.begin() + field + 8, true);
+    uint64_t end = 0;
+    for (uint32_t i = 0; i < after.segments.size(); ++i) end = std::max(end, after.segments[i].offset + after.segments[i].size);
+    CHECK(*after.header.segment_data_size == end);
+  }
+  for (uint64_t i = 0; i < before.header.base; ++i)
+    if (!may_differ[i] && input[i] != rewrite.output[i]) FAIL_CHECK("byte " << hex(i) << " of the flatbuffer changed");
+  // Padding: every output byte after the base that no segment holds is zero.
+  std::vector<bool> in_segment(rewrite.output.size() - after.header.base, false);
+  for (uint32_t i = 0; i < after.segments.size(); ++i) {
+    uint64_t start = after.segment_start(i) - after.header.base;
+    std::fill(in_segment.begin() + start, in_segment.begin() + start + after.segments[i].size, true);
+  }
+  for (uint64_t i = 0; i < in_segment.size(); ++i)
+    if (!in_segment[i] && rewrite.output[after.header.base + i] != 0) FAIL_CHECK("padding byte " << hex(after.header.base + i) << " is not zero");
+}
+
+// The error of running f (with its offset), or none.
+struct Failure {
+  bool thrown = false;
+  std::string text;
+  std::optional<uint64_t> offset;
+};
+
+template <typename F>
+Failure failure_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& error) {
+    return {true, error.describe(), error.offset()};
+  }
+  return {};
+}
+
+// Runs repair_pte on `bytes` into a fresh directory; the failure, and what the
+// directory holds afterwards (it must hold only the input).
+Failure repair_failure(const std::vector<uint8_t>& bytes, const BlobRewriter& rewriter = resize_by(0)) {
+  TempDir directory;
+  write_bytes(directory / "in.pte", bytes);
+  Failure failure = failure_of([&] {
+    MappedFile mapped(directory / "in.pte");
+    repair_pte(mapped, directory / "out.pte", RepairOptions{}, false, rewriter);
+  });
+  CHECK(directory.entries() == std::vector<std::string>{"in.pte"});
+  return failure;
+}
+
+std::vector<uint8_t> synthetic_pte(pte_test::Keys keys, uint64_t alignment = 128, uint32_t header_length = 32) {
+  static const std::vector<uint8_t> forward = fake_macho(20000, 1), decode = fake_macho(9000, 2);
+  pte_test::Spec spec = pte_test::aoti_spec(keys, {{"forward", &forward, 1}, {"decode", &decode, 2}}, alignment);
+  spec.header_length = header_length;
+  return pte_test::build(spec);
+}
+
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// The samples written by ExecuTorch
+
+TEST_CASE("sample metal_hashkeys.pte is read as ExecuTorch wrote it") {
+  MappedFile sample(samples_directory() + "/metal_hashkeys.pte");
+  Container container = read_container(sample.bytes());
+  CHECK(container.kind == ContainerKind::Pte);
+  CHECK(container.header.length == 32);
+  CHECK(container.header.flatbuffer_end == 0x338);
+  CHECK(container.header.base == 0x380);
+  CHECK(container.header.segment_data_size == 0x559e0);
+  CHECK(container.methods == std::vector<std::string>{"forward"});
+  REQUIRE(container.segments.size() == 4);
+  CHECK(!container.segments[0].offset_at);  // offset 0, size 0: both omitted by the writer
+  CHECK(!container.segments[0].size_at);
+  CHECK(container.segment_start(2) == 0x480);
+  CHECK(container.segments[2].size == 50400);
+  REQUIRE(container.delegates.size() == 1);
+  CHECK(!container.delegates[0].inline_data);
+  CHECK(container.delegates[0].index == 1);
+  PteReport report = inspect_pte(sample.bytes());
+  REQUIRE(report.named_data.size() == 2);
+  CHECK(report.named_data[0].kind == "mach-o");
+  CHECK(report.named_data[0].content_hash_key);
+  CHECK(report.named_data[1].kind == "other");
+  REQUIRE(report.delegates.size() == 1);
+  CHECK(report.delegates[0].payload_keys == std::vector<std::string>{report.named_data[0].key, report.named_data[1].key});
+  REQUIRE(report.blobs.size() == 1);
+  CHECK(report.blobs[0].error == "");
+  CHECK(report.blobs[0].macho.removed_count() == 1);
+}
+
+TEST_CASE("sample metal_hashkeys.pte: libomp removed, so key renewed in NamedData and payload, nothing else changed") {
+  std::vector<uint8_t> input = pte_test::read_file(samples_directory() + "/metal_hashkeys.pte");
+  // Offsets read off the file with flatc (independent of machofix's reader):
+  const uint64_t kKeyAt = 0xd8;       // NamedData[0].key characters (72: 64 hex + "_so_blob")
+  const uint64_t kPayloadAt = 0x380;  // segment 1: "so_key\nweights_key", 150 bytes
+  const uint64_t kBlobAt = 0x480, kBlobSize = 50400;  // segment 2
+  Rewrite rewrite = rewrite_file(input, prune_macho);
+  REQUIRE(rewrite.output.size() == input.size());
+
+  std::vector<uint8_t> old_blob = slice(input, kBlobAt, kBlobSize), new_blob = slice(rewrite.output, kBlobAt, kBlobSize);
+  MachORepair expected = prune_macho(Bytes(old_blob.data(), old_blob.size(), kBlobAt), RepairOptions{});
+  CHECK(new_blob == expected.output);
+  CHECK(new_blob != old_blob);
+  std::string old_hash = sha256_hex(Bytes(old_blob)), new_hash = sha256_hex(Bytes(new_blob));
+  CHECK(text_at(input, kKeyAt, 72) == old_hash + "_so_blob");
+  CHECK(text_at(rewrite.output, kKeyAt, 72) == new_hash + "_so_blob");
+  CHECK(text_at(input, kPayloadAt, 64) == old_hash);
+  CHECK(text_at(rewrite.output, kPayloadAt, 73) == new_hash + "_so_blob\n");
+  for (uint64_t i = 0; i < input.size(); ++i) {
+    bool allowed = (i >= kBlobAt && i < kBlobAt + kBlobSize) || (i >= kKeyAt && i < kKeyAt + 64) ||
+                   (i >= kPayloadAt && i < kPayloadAt + 64);
+    if (!allowed && input[i] != rewrite.output[i]) FAIL_CHECK("byte " << hex(i) << " changed");
+  }
+
+  MachOReport before = inspect_macho(Bytes(old_blob)), after = inspect_macho(Bytes(new_blob));
+  REQUIRE(before.slices.size() == 1);
+  REQUIRE(after.slices.size() == 1);
+  std::vector<std::string> expected_names;
+  for (const DylibReport& dylib : before.slices[0].dylibs)
+    if (dylib.install_name != "/opt/llvm-openmp/lib/libomp.dylib") expected_names.push_back(dylib.install_name);
+  std::vector<std::string> names;
+  for (const DylibReport& dylib : after.slices[0].dylibs) names.push_back(dylib.install_name);
+  CHECK(names == expected_names);
+  CHECK(names.size() + 1 == before.slices[0].dylibs.size());
+  CHECK(after.slices[0].signature.status == "valid");
+  CHECK(after.removed_count() == 0);
+
+  REQUIRE(rewrite.report.blobs.size() == 1);
+  const BlobReport& blob = rewrite.report.blobs[0];
+  CHECK(blob.changed);
+  CHECK(blob.macho.removed_count() == 1);
+  REQUIRE(blob.renewals.size() == 1);
+  CHECK(blob.renewals[0].old_key == old_hash + "_so_blob");
+  CHECK(blob.renewals[0].new_key == new_hash + "_so_blob");
+  CHECK(blob.renewals[0].renewed_in == std::vector<std::string>{"NamedData.key", "delegate payload (segment 1)"});
+  CHECK(rewrite.report.written);
+  check_rewrite(input, rewrite, prune_macho, true);
+}
+
+TEST_CASE("sample metal_methodkeys.pte: libomp removed, keys unchanged, nothing else changed") {
+  std::vector<uint8_t> input = pte_test::read_file(samples_directory() + "/metal_methodkeys.pte");
+  const uint64_t kBlobAt = 0x300, kBlobSize = 33904;  // segment 1 (offset 0: omitted)
+  Rewrite rewrite = rewrite_file(input, prune_macho);
+  REQUIRE(rewrite.output.size() == input.size());
+  std::vector<uint8_t> old_blob = slice(input, kBlobAt, kBlobSize), new_blob = slice(rewrite.output, kBlobAt, kBlobSize);
+  CHECK(new_blob == prune_macho(Bytes(old_blob.data(), old_blob.size(), kBlobAt), RepairOptions{}).output);
+  CHECK(new_blob != old_blob);
+  for (uint64_t i = 0; i < input.size(); ++i)
+    if ((i < kBlobAt || i >= kBlobAt + kBlobSize) && input[i] != rewrite.output[i]) FAIL_CHECK("byte " << hex(i) << " changed");
+  CHECK(inspect_macho(Bytes(new_blob)).slices.at(0).signature.status == "valid");
+  REQUIRE(rewrite.report.blobs.size() == 1);
+  CHECK(rewrite.report.blobs[0].macho.removed_count() == 1);
+  CHECK(rewrite.report.blobs[0].renewals.empty());
+  CHECK(read_container(Bytes(rewrite.output)).named[0].key == "forward_so_blob");
+}
+
+TEST_CASE("pruning a pruned sample changes nothing") {
+  std::vector<uint8_t> input = pte_test::read_file(samples_directory() + "/metal_hashkeys.pte");
+  Rewrite once = rewrite_file(input, prune_macho);
+  Rewrite twice = rewrite_file(once.output, prune_macho);
+  CHECK(!twice.report.changed);
+  CHECK(twice.output == once.output);
+}
+
+// ---------------------------------------------------------------------------
+// The writer's matrix, with real Mach-O images
+
+TEST_CASE("matrix: every case rewritten as expected and verified byte for byte") {
+  REQUIRE_BLOBS();
+  for (const pte_test::Case& test_case : pte_test::matrix(*blobs)) {
+    CAPTURE(test_case.name);
+    std::vector<uint8_t> input = pte_test::build(test_case.spec);
+    RepairOptions options;
+    options.sign_unsigned = test_case.sign_unsigned;
+    BlobRewriter rewriter = [](const Bytes& blob, const RepairOptions& blob_options) { return prune_macho(blob, blob_options); };
+    Rewrite rewrite = rewrite_file(input, rewriter, options);
+    CHECK(rewrite.report.written);
+    size_t rewritten = 0, renewed = 0;
+    for (const BlobReport& blob : rewrite.report.blobs) rewritten += blob.changed, renewed += blob.renewals.size();
+    CHECK(rewritten == test_case.rewritten_blobs);
+    CHECK(renewed == test_case.renewed_keys);
+    if (test_case.expect == pte_test::Expect::Identical) {
+      CHECK(!rewrite.report.changed);
+      CHECK(rewrite.output == input);
+      continue;
+    }
+    CHECK(rewrite.report.changed);
+    check_rewrite(input, rewrite, rewriter, !test_case.spec.ptd, options);
+    if (test_case.sign_unsigned) {
+      // The signature makes the blob larger; the file grows unless the padding after it absorbs that.
+      CHECK(rewrite.report.blobs.at(0).new_size > rewrite.report.blobs.at(0).size);
+      CHECK(rewrite.report.segments.at(rewrite.report.blobs.at(0).segment_index).new_size);
+    }
+    // Every blob is now clean: a second run changes nothing.
+    Rewrite again = rewrite_file(rewrite.output, rewriter, options);
+    CHECK(!again.report.changed);
+    CHECK(again.output == rewrite.output);
+  }
+}
+
+TEST_CASE("matrix: kinds of named data and keys are reported") {
+  REQUIRE_BLOBS();
+  for (const pte_test::Case& test_case : pte_test::matrix(*blobs)) {
+    if (test_case.name != "method_with_elf_and_other" && test_case.name != "hash_universal") continue;
+    std::vector<uint8_t> input = pte_test::build(test_case.spec);
+    PteReport report = inspect_pte(Bytes(input));
+    std::vector<std::string> kinds;
+    for (const NamedDataReport& named : report.named_data) kinds.push_back(named.kind);
+    if (test_case.name == "hash_universal") {
+      CHECK(kinds == std::vector<std::string>{"mach-o universal", "other"});
+      CHECK(report.named_data[0].content_hash_key);
+      REQUIRE(report.blobs.size() == 1);
+      CHECK(report.blobs[0].macho.universal);
+      CHECK(report.blobs[0].macho.removed_count() == 2);  // libomp in each slice
+    } else {
+      CHECK(kinds == std::vector<std::string>{"mach-o", "other", "elf", "other"});
+      CHECK(!report.named_data[0].content_hash_key);
+    }
+  }
+}
+
+TEST_CASE("matrix: a content-hash key in a .ptd is kept, with a warning") {
+  REQUIRE_BLOBS();
+  for (const pte_test::Case& test_case : pte_test::matrix(*blobs)) {
+    if (test_case.name != "ptd_hash_key_4096") continue;
+    std::vector<uint8_t> input = pte_test::build(test_case.spec);
+    CHECK(looks_like_ptd(Bytes(input)));
+    Rewrite rewrite = rewrite_file(input, prune_macho);
+    REQUIRE(rewrite.report.warnings.size() == 1);
+    CHECK(rewrite.report.warnings[0].find("kept") != std::string::npos);
+    CHECK(read_container(Bytes(rewrite.output)).named[0].key == test_case.spec.named[0].key);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Moving segments, with stand-in rewriters
+
+TEST_CASE("relocate_segments keeps order, gaps and alignment") {
+  // base 0x380; segments as in metal_hashkeys, the blob (2) grows by 300.
+  std::vector<uint64_t> offsets{0x380, 0x380, 0x480, 0xc980}, sizes{0, 150, 50400, 300000};
+  std::vector<uint64_t> grown = sizes;
+  grown[2] += 300;
+  Relocation relocation = relocate_segments(0x380, offsets, sizes, grown);
+  CHECK(relocation.segments[0].new_offset == 0x380);
+  CHECK(relocation.segments[1].new_offset == 0x380);
+  CHECK(relocation.segments[2].new_offset == 0x480);
+  // 0xc980 is 128-aligned in the file and 512-aligned from the base: moved by 512.
+  CHECK(relocation.segments[3].new_offset == 0xc980 + 512);
+  CHECK(relocation.final_shift() == 512);
+  std::vector<uint64_t> shrunk = sizes;
+  shrunk[2] -= 600;
+  CHECK(relocate_segments(0x380, offsets, sizes, shrunk).segments[3].new_offset == 0xc980 - 512);
+  shrunk[2] = sizes[2] - 100;  // less than an alignment step: nothing moves
+  CHECK(relocate_segments(0x380, offsets, sizes, shrunk).segments[3].new_offset == 0xc980);
+  // Growth the gap after the segment absorbs moves nothing; beyond it, a 64 KiB-aligned
+  // segment moves by 64 KiB.
+  CHECK(relocate_segments(0x1000, {0x1000, 0x10000}, {0x100, 0x10}, {0x101, 0x10}).final_shift() == 0);
+  Relocation big = relocate_segments(0x1000, {0x1000, 0x10000}, {0xf000, 0x10}, {0xf001, 0x10});
+  CHECK(big.segments[1].new_offset == 0x20000);
+  // The last segment growing moves nothing and needs no alignment.
+  CHECK(relocate_segments(0, {0, 128}, {100, 50}, {100, 77}).final_shift() == 27);
+}
+
+TEST_CASE("relocate_segments refuses a resized segment that overlaps another") {
+  Failure failure = failure_of([] { relocate_segments(0, {0, 64}, {128, 16}, {200, 16}); });
+  CHECK(failure.thrown);
+  CHECK(failure.text.find("overlaps segment 1") != std::string::npos);
+}
+
+TEST_CASE("blobs that grow or shrink move the segments after them") {
+  struct Variant {
+    pte_test::Keys keys;
+    uint64_t alignment;
+    uint32_t header;
+  };
+  for (Variant variant : {Variant{pte_test::Keys::Hash, 128, 32}, Variant{pte_test::Keys::Method, 4096, 32},
+                          Variant{pte_test::Keys::Hash, 4096, 24}, Variant{pte_test::Keys::Method, 128, 24}}) {
+    std::vector<uint8_t> input = synthetic_pte(variant.keys, variant.alignment, variant.header);
+    for (int64_t delta : {1, 127, 128, 300, 4095, 4097, 70000, -1, -200, -5000}) {
+      CAPTURE(variant.alignment);
+      CAPTURE(variant.header);
+      CAPTURE(delta);
+      Rewrite rewrite = rewrite_file(input, resize_by(delta));
+      CHECK(rewrite.report.changed);
+      CHECK(rewrite.output.size() == rewrite.report.output_size);
+      check_rewrite(input, rewrite, resize_by(delta), true);
+    }
+  }
+}
+
+TEST_CASE("a .ptd blob that grows moves the segments after it and updates its header") {
+  static const std::vector<uint8_t> blob = fake_macho(12345, 5);
+  pte_test::Spec spec;
+  spec.ptd = true;
+  spec.segment_alignment = 16;
+  spec.data = {{blob, 0, 1}, {pte_test::pseudo_random(5000, 3), 0, 16}};
+  spec.named = {{"forward_so_blob", 0}, {"forward_weights_blob", 1}};
+  std::vector<uint8_t> input = pte_test::build(spec);
+  REQUIRE(looks_like_ptd(Bytes(input)));
+  Rewrite rewrite = rewrite_file(input, resize_by(1000));
+  CHECK(rewrite.output.size() > input.size());
+  check_rewrite(input, rewrite, resize_by(1000), false);
+  CHECK(*read_container(Bytes(rewrite.output)).header.segment_data_size - *read_container(Bytes(input)).header.segment_data_size ==
+        rewrite.output.size() - input.size());
+}
+
+TEST_CASE("renewed keys: inline payloads, and one blob shared by two methods") {
+  static const std::vector<uint8_t> forward = fake_macho(20000, 1), decode = fake_macho(9000, 2);
+  pte_test::Spec inline_spec = pte_test::aoti_spec(pte_test::Keys::Hash, {{"forward", &forward, 1}, {"decode", &decode, 2}},
+                                                   128, pte_test::PayloadAt::Inline);
+  std::vector<uint8_t> input = pte_test::build(inline_spec);
+  Rewrite rewrite = rewrite_file(input, resize_by(0));
+  REQUIRE(rewrite.report.blobs.size() == 2);
+  CHECK(rewrite.report.blobs[0].renewals.at(0).renewed_in == std::vector<std::string>{"NamedData.key", "delegate payload (inline 0)"});
+  check_rewrite(input, rewrite, resize_by(0), true);
+
+  pte_test::Spec shared = pte_test::aoti_spec(pte_test::Keys::Hash, {{"forward", &forward, 1}, {"decode", &forward, 2}});
+  input = pte_test::build(shared);
+  rewrite = rewrite_file(input, resize_by(0));
+  REQUIRE(rewrite.report.blobs.size() == 1);  // one segment, rewritten once
+  CHECK(rewrite.report.blobs[0].renewals.at(0).renewed_in ==
+        std::vector<std::string>{"NamedData.key", "delegate payload (segment 1)", "delegate payload (segment 2)"});
+  check_rewrite(input, rewrite, resize_by(0), true);
+
+  pte_test::Spec method_keys = pte_test::aoti_spec(pte_test::Keys::Method, {{"forward", &forward, 1}, {"decode", &forward, 2}});
+  PteReport report = inspect_pte(Bytes(pte_test::build(method_keys)));
+  REQUIRE(report.blobs.size() == 1);
+  CHECK(report.blobs[0].keys == std::vector<std::string>{"forward_so_blob", "decode_so_blob"});
+}
+
+// ---------------------------------------------------------------------------
+// Outputs: dry runs, identical copies, nothing written on failure
+
+TEST_CASE("a dry run reports the changes and writes nothing") {
+  std::vector<uint8_t> input = synthetic_pte(pte_test::Keys::Hash);
+  TempDir directory;
+  write_bytes(directory / "in.pte", input);
+  MappedFile mapped(directory / "in.pte");
+  PteReport report = repair_pte(mapped, directory / "out.pte", RepairOptions{}, true, resize_by(300));
+  CHECK(report.changed);
+  CHECK(!report.written);
+  CHECK(report.output_size > report.file_size);
+  CHECK(report.blobs.at(0).renewals.size() == 1);
+  CHECK(directory.entries() == std::vector<std::string>{"in.pte"});
+}
+
+TEST_CASE("nothing to change: -o gets an identical copy, in place writes nothing") {
+  std::vector<uint8_t> input = synthetic_pte(pte_test::Keys::Hash);
+  TempDir directory;
+  write_bytes(directory / "in.pte", input);
+  MappedFile mapped(directory / "in.pte");
+  PteReport copy = repair_pte(mapped, directory / "copy.pte", RepairOptions{}, false, unchanged());
+  CHECK(!copy.changed);
+  CHECK(copy.written);
+  CHECK(pte_test::read_file(directory / "copy.pte") == input);
+  struct stat before, after;
+  stat((directory / "in.pte").c_str(), &before);
+  PteReport in_place = repair_pte(mapped, directory / "in.pte", RepairOptions{}, false, unchanged());
+  stat((directory / "in.pte").c_str(), &after);
+  CHECK(!in_place.written);
+  CHECK(before.st_ino == after.st_ino);
+  CHECK(directory.entries() == std::vector<std::string>{"copy.pte", "in.pte"});
+}
+
+TEST_CASE("in place: the input is replaced by a new file") {
+  std::vector<uint8_t> input = synthetic_pte(pte_test::Keys::Method);
+  TempDir directory;
+  write_bytes(directory / "model.pte", input);
+  {
+    MappedFile mapped(directory / "model.pte");
+    PteReport report = repair_pte(mapped, directory / "model.pte", RepairOptions{}, false, resize_by(0));
+    CHECK(report.written);
+    CHECK(mapped.bytes().size() == input.size());  // the old inode is still mapped, unchanged
+    CHECK(std::memcmp(mapped.bytes().data(), input.data(), input.size()) == 0);
+  }
+  std::vector<uint8_t> output = pte_test::read_file(directory / "model.pte");
+  CHECK(output != input);
+  CHECK(output.size() == input.size());
+  CHECK(directory.entries() == std::vector<std::string>{"model.pte"});
+}
+
+// ---------------------------------------------------------------------------
+// Corrupted files
+
+TEST_CASE("corrupted files: a clear error with the offset, nothing written") {
+  std::vector<uint8_t> good = synthetic_pte(pte_test::Keys::Hash);
+  Container container = read_container(Bytes(good));
+  struct Corruption {
+    std::string name;
+    std::vector<uint8_t> bytes;
+    std::string message;
+    std::optional<uint64_t> offset;
+  };
+  std::vector<Corruption> corruptions;
+  auto add = [&](std::string name, std::function<void(std::vector<uint8_t>&)> edit, std::string message,
+                 std::optional<uint64_t> offset) {
+    std::vector<uint8_t> bytes = good;
+    edit(bytes);
+    corruptions.push_back({std::move(name), std::move(bytes), std::move(message), offset});
+  };
+  add("identifier", [](auto& b) { b[4] = 'X'; }, "not an ExecuTorch .pte", 4);
+  add("too short", [](auto& b) { b.resize(6); }, "not an ExecuTorch .pte", 4);
+  add("header length", [](auto& b) { b[12] = 8; }, "extended header: offset 0xc: extended header length 8 is less than 24", 12);
+  add("program_size", [](auto& b) { put_u64(b, 16, b.size() + 1); }, "the flatbuffer would end at", 16);
+  add("segment base", [](auto& b) { put_u64(b, 24, 0x40); }, "segment_base_offset 0x40 is not between", 24);
+  add("truncated", [](auto& b) { b.resize(b.size() - 100); }, "the file is truncated", 32);
+  add("root offset", [](auto& b) { put_u32(b, 0, 0x7ffffff0u); }, "does not pass the FlatBuffers verifier", 0);
+  add("key length", [&](auto& b) { put_u32(b, container.named[0].key_at - 4, 0x10000); }, "does not pass the FlatBuffers verifier", 0);
+  add("segment offset", [&](auto& b) { put_u64(b, *container.segments[3].offset_at, 1ull << 40); }, "runs past the end of the file",
+      container.segments[3].table_at);
+  add("segment offset overflow", [&](auto& b) { put_u64(b, *container.segments[3].offset_at, ~0ull - 4); }, "overflows 64 bits",
+      container.segments[3].table_at);
+  for (const Corruption& corruption : corruptions) {
+    CAPTURE(corruption.name);
+    Failure failure = repair_failure(corruption.bytes);
+    CHECK(failure.thrown);
+    CHECK_MESSAGE(failure.text.find(corruption.message) != std::string::npos, failure.text);
+    CHECK(failure.offset == corruption.offset);
+    CHECK(failure_of([&] { inspect_pte(Bytes(corruption.bytes)); }).text == failure.text);
+  }
+}
+
+TEST_CASE("corrupted files written by the writer: bad index, segment past the end, old header without size") {
+  static const std::vector<uint8_t> forward = fake_macho(20000, 1);
+  pte_test::Spec spec = pte_test::aoti_spec(pte_test::Keys::Method, {{"forward", &forward, 1}});
+  pte_test::Spec bad_index = spec;
+  bad_index.first_named_segment_index = 9;
+  Failure failure = repair_failure(pte_test::build(bad_index));
+  CHECK(failure.text.find("named data 'forward_so_blob': offset") != std::string::npos);
+  CHECK(failure.text.find("segment_index 9 is out of range (3 segments)") != std::string::npos);
+  CHECK(failure.offset == read_container(Bytes(pte_test::build(spec))).named[0].table_at);
+
+  pte_test::Spec past_end = spec;
+  past_end.header_length = 24;  // no segment_data_size: only the segment itself can tell
+  past_end.last_segment_extra_size = 1;
+  failure = repair_failure(pte_test::build(past_end));
+  CHECK(failure.text.find("Program flatbuffer: offset") != std::string::npos);
+  CHECK(failure.text.find("segment 2 [") != std::string::npos);
+  CHECK(failure.text.find("runs past the end of the file") != std::string::npos);
+
+  pte_test::Spec ptd;
+  ptd.ptd = true;
+  ptd.data = {{forward, 0, 1}};
+  ptd.named = {{"forward_so_blob", 0}};
+  std::vector<uint8_t> bytes = pte_test::build(ptd);
+  bytes[12] = 16;
+  failure = repair_failure(bytes);
+  CHECK(failure.text.find("FH01 header: offset 0xc: FH01 header length 16 is less than 40") != std::string::npos);
+}
+
+TEST_CASE("a blob the rewriter rejects: the error names its key and offset, nothing written") {
+  std::vector<uint8_t> input = synthetic_pte(pte_test::Keys::Method);
+  Container container = read_container(Bytes(input));
+  REQUIRE(container.named[0].key == "forward_so_blob");
+  uint32_t segment = container.named[0].segment_index;
+  uint64_t blob_at = container.segment_start(segment);
+  BlobRewriter reject = [](const Bytes& blob, const RepairOptions&) -> MachORepair {
+    blob.fail_here(0x20, "load command runs past sizeofcmds");
+  };
+  Failure failure = repair_failure(input, reject);
+  CHECK_MESSAGE(failure.text.find("named data 'forward_so_blob' (segment " + std::to_string(segment) + "): offset " +
+                                  hex(blob_at + 0x20)) != std::string::npos,
+                failure.text);
+  CHECK(failure.offset == blob_at + 0x20);
+}
+
+TEST_CASE("a real Mach-O blob that is malformed fails with its key and an offset inside it") {
+  std::vector<uint8_t> broken = pte_test::read_file(samples_directory() + "/metal_methodkeys.pte");
+  const uint64_t kBlobAt = 0x300;
+  put_u64(broken, kBlobAt + 20, 0xffff);  // sizeofcmds (and flags) far past the blob
+  Failure failure = repair_failure(broken, prune_macho);
+  CHECK(failure.thrown);
+  CHECK_MESSAGE(failure.text.find("named data 'forward_so_blob' (segment 1)") != std::string::npos, failure.text);
+  REQUIRE(failure.offset);
+  CHECK(*failure.offset >= kBlobAt);
+  CHECK(*failure.offset < kBlobAt + 33904);
+}
+
+TEST_CASE("a failure while writing leaves nothing behind") {
+  static const std::vector<uint8_t> forward = fake_macho(20000, 1);
+  std::vector<uint8_t> input = pte_test::build(pte_test::aoti_spec(pte_test::Keys::Method, {{"forward", &forward, 1}}));
+  Container container = read_container(Bytes(input));
+  TempDir directory;
+  std::string path = directory / "in.pte";
+  write_bytes(path, input);
+  // The input shrinks under the (only) rewrite: copying the weights after the blob
+  // runs out of input. (Nothing reads the mapped input past the new end: that would
+  // be SIGBUS, the price of mapping a file someone else truncates.)
+  uint32_t blob = container.named[0].segment_index;
+  uint64_t keep = container.segment_start(blob) + container.segments[blob].size;
+  BlobRewriter truncating = [&](const Bytes& blob, const RepairOptions& options) {
+    REQUIRE(truncate(path.c_str(), static_cast<off_t>(keep)) == 0);
+    return resize_by(0)(blob, options);
+  };
+  MappedFile mapped(path);
+  Failure failure = failure_of([&] { repair_pte(mapped, directory / "out.pte", RepairOptions{}, false, truncating); });
+  CHECK(failure.text.find("the input became shorter") != std::string::npos);
+  CHECK(directory.entries() == std::vector<std::string>{"in.pte"});
+}
+
+TEST_CASE("file kinds are told apart by content") {
+  std::vector<uint8_t> pte = synthetic_pte(pte_test::Keys::Hash);
+  CHECK(looks_like_pte(Bytes(pte)));
+  CHECK(!looks_like_ptd(Bytes(pte)));
+  std::vector<uint8_t> short_file{1, 2, 3};
+  CHECK(!looks_like_pte(Bytes(short_file)));
+  CHECK(!looks_like_ptd(Bytes(short_file)));
+  CHECK(std::string(container_kind_name(ContainerKind::Ptd)) == "ptd");
+}
