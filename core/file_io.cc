@@ -60,7 +60,8 @@ MappedFile::~MappedFile() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-AtomicOutput::AtomicOutput(const std::string& target, mode_t mode) : target_(target), mode_(mode) {
+AtomicOutput::AtomicOutput(const std::string& target, mode_t mode, bool durable)
+    : target_(target), mode_(mode), durable_(durable) {
   remove_stale_temporaries(target);
   std::string pattern = directory_of(target) + "/" + temp_prefix(target) + std::to_string(getpid()) + "-XXXXXX";
   std::vector<char> name(pattern.begin(), pattern.end());
@@ -117,7 +118,7 @@ void AtomicOutput::truncate(uint64_t size) {
 
 void AtomicOutput::commit() {
   if (fchmod(fd_, mode_) != 0) system_error("cannot set the output's mode", target_);
-  if (fsync(fd_) != 0) system_error("cannot flush the output", target_);
+  if (durable_ && fsync(fd_) != 0) system_error("cannot flush the output", target_);
   if (::close(fd_) != 0) {
     fd_ = -1;
     system_error("cannot close the output", target_);
@@ -125,6 +126,7 @@ void AtomicOutput::commit() {
   fd_ = -1;
   if (rename(temp_path_.c_str(), target_.c_str()) != 0) system_error("cannot rename the output into place", target_);
   committed_ = true;
+  if (!durable_) return;
   int directory = ::open(directory_of(target_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (directory >= 0) {
     fsync(directory);  // makes the rename itself durable
@@ -132,8 +134,8 @@ void AtomicOutput::commit() {
   }
 }
 
-void write_file_atomically(const std::string& target, const std::vector<uint8_t>& data, mode_t mode) {
-  AtomicOutput output(target, mode);
+void write_file_atomically(const std::string& target, const std::vector<uint8_t>& data, mode_t mode, bool durable) {
+  AtomicOutput output(target, mode, durable);
   output.write_at(0, data);
   output.commit();
 }

@@ -42,7 +42,10 @@ class MappedFile {
 class AtomicOutput {
  public:
   // Creates the temporary file beside `target`; `mode` is applied at commit.
-  AtomicOutput(const std::string& target, mode_t mode);
+  // `durable`: flush the data and the rename to disk at commit. That is what keeps
+  // an original that is replaced in place safe across a power loss; a new file
+  // beside an untouched original (-o) does not need it, no more than `cp` does.
+  AtomicOutput(const std::string& target, mode_t mode, bool durable = true);
   ~AtomicOutput();  // removes the temporary file unless committed
   AtomicOutput(const AtomicOutput&) = delete;
   AtomicOutput& operator=(const AtomicOutput&) = delete;
@@ -56,16 +59,18 @@ class AtomicOutput {
   // fsync, set the mode, rename over the target, fsync the directory.
   void commit();
   const std::string& temp_path() const { return temp_path_; }
+  bool durable() const { return durable_; }
 
  private:
   std::string target_;
   std::string temp_path_;
   int fd_ = -1;
   mode_t mode_;
+  bool durable_;
   bool committed_ = false;
 };
 
-void write_file_atomically(const std::string& target, const std::vector<uint8_t>& data, mode_t mode);
+void write_file_atomically(const std::string& target, const std::vector<uint8_t>& data, mode_t mode, bool durable = true);
 
 // Removes temporary files left in `target`'s directory by an earlier machofix process
 // that no longer runs.

@@ -116,7 +116,7 @@ void run_macho(const MappedFile& input, Operation operation, const JobOptions& o
   std::string target = output_target(input, options);
   if (target.empty() || (options.in_place && !changed)) return;
   Backup backup(target, options);
-  write_file_atomically(target, result.output, input.mode());
+  write_file_atomically(target, result.output, input.mode(), options.in_place);
   backup.keep_if(true, report);
   report.bytes_written = result.output.size();
 }
@@ -141,7 +141,7 @@ void run_pte(const MappedFile& input, Operation operation, const JobOptions& opt
 void copy_unchanged(const MappedFile& input, const JobOptions& options, FileReport& report) {
   std::string target = output_target(input, options);
   if (target.empty() || options.in_place) return;
-  AtomicOutput output(target, input.mode());
+  AtomicOutput output(target, input.mode(), /*durable=*/false);  // the original stays where it is
   output.copy_from(input.fd(), 0, 0, input.size());
   output.commit();
   report.bytes_written = input.size();

@@ -459,7 +459,7 @@ void write_pieces(const MappedFile& input, const Plan& plan, AtomicOutput& outpu
     for (uint64_t done = 0; done < piece.length; done += kCopyChunk) {
       uint64_t length = std::min(kCopyChunk, piece.length - done);
       output.copy_from(input.fd(), *piece.in_at + done, piece.out_at + done, length);
-      start_writeback(checker.fd(), piece.out_at + done, length);
+      if (output.durable()) start_writeback(checker.fd(), piece.out_at + done, length);
       checker.submit({piece.out_at + done, length, *piece.in_at + done, {}});
     }
   }
@@ -625,7 +625,8 @@ PteReport repair_pte(const MappedFile& input, const std::string& output_path, co
   Plan plan = make_plan(container, options, rewrite, report);
   // Unchanged: an identical copy for another path, nothing at all in place.
   if (dry_run || output_path.empty() || (!plan.changed && same_file(input, output_path))) return report;
-  AtomicOutput output(output_path, input.mode());
+  // Replacing the input must survive a power loss; a new file beside it need not.
+  AtomicOutput output(output_path, input.mode(), /*durable=*/same_file(input, output_path));
   output.truncate(plan.output_size);
   ChunkChecker checker(input.bytes(), output.temp_path(), plan.output_size);
   write_pieces(input, plan, output, checker);
