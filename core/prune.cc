@@ -33,11 +33,11 @@ SliceAnalysis analyze(const MachO& image, const ImportScan& scan) {
   SliceAnalysis analysis;
   std::vector<std::set<std::string>> symbols(image.dylibs.size());
   std::vector<std::set<ImportSource>> sources(image.dylibs.size());
-  std::set<std::string> lookups;
+  std::set<std::string> lookups, flat_lookups;
   for (const Import& import : scan.imports) {
     for (const char* lookup : kRuntimeLookupSymbols)
       if (import.symbol == lookup) lookups.insert(import.symbol);
-    if (import.ordinal == macho::BIND_SPECIAL_DYLIB_FLAT_LOOKUP) ++analysis.flat_lookup_imports;
+    if (import.ordinal == macho::BIND_SPECIAL_DYLIB_FLAT_LOOKUP) flat_lookups.insert(import.symbol);
     if (import.ordinal <= 0 || static_cast<size_t>(import.ordinal) > image.dylibs.size()) continue;
     symbols[import.ordinal - 1].insert(import.symbol);
     sources[import.ordinal - 1].insert(import.source);
@@ -49,6 +49,7 @@ SliceAnalysis analyze(const MachO& image, const ImportScan& scan) {
     analysis.uses.push_back({image.dylibs[i], {symbols[i].begin(), symbols[i].end()}, {sources[i].begin(), sources[i].end()},
                              named[i] && symbols[i].empty()});
   analysis.runtime_lookups.assign(lookups.begin(), lookups.end());
+  analysis.flat_lookup_imports = flat_lookups.size();
   return analysis;
 }
 

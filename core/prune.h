@@ -30,7 +30,7 @@ struct SliceAnalysis {
   // Imports of dlsym, objc_getClass, ...: the file looks symbols up by name at run
   // time, so a library that supplies no import might still be needed.
   std::vector<std::string> runtime_lookups;
-  size_t flat_lookup_imports = 0;  // -undefined dynamic_lookup imports (ordinal -2)
+  size_t flat_lookup_imports = 0;  // distinct symbols left to -undefined dynamic_lookup (ordinal -2)
 };
 
 SliceAnalysis analyze(const MachO& image, const ImportScan& scan);

@@ -52,8 +52,8 @@ void slice_text(std::ostringstream& out, const SliceReport& slice, bool inspect,
     out << "\n";
   }
   if (slice.flat_lookup_imports)
-    out << indent << "  " << slice.flat_lookup_imports
-        << " imports are looked up in the flat namespace at run time (-undefined dynamic_lookup)\n";
+    out << indent << "  " << slice.flat_lookup_imports << (slice.flat_lookup_imports == 1 ? " symbol is" : " symbols are")
+        << " looked up in the flat namespace at run time (-undefined dynamic_lookup)\n";
   if (!slice.left_unchanged_because.empty()) out << indent << "  left unchanged: " << slice.left_unchanged_because << "\n";
   for (const std::string& warning : slice.warnings) out << indent << "  warning: " << warning << "\n";
   if (slice.changed) out << indent << "  signature after: " << signature_line(slice.signature_after) << "\n";
@@ -133,8 +133,8 @@ std::string finding_line(const Finding& finding) {
 std::string check_summary(const std::vector<FileReport>& reports, const std::vector<Finding>& findings) {
   size_t checked = 0;
   for (const FileReport& report : reports) checked += report.status != "skipped" && report.status != "failed";
-  return "machofix check: " + std::to_string(checked) + " files checked, " + std::to_string(findings.size()) +
-         (findings.size() == 1 ? " finding" : " findings");
+  return "machofix check: " + std::to_string(checked) + (checked == 1 ? " file" : " files") + " checked, " +
+         std::to_string(findings.size()) + (findings.size() == 1 ? " finding" : " findings");
 }
 
 namespace {

@@ -5,6 +5,10 @@
 //   pte_writer big BLOBDIR OUT.pte WEIGHT_BYTES [SEGMENT_ALIGNMENT]
 //       forward.so under a content-hash key, plus WEIGHT_BYTES of weights in one
 //       segment (streamed: any size), for bench/pte_bench.sh
+//   pte_writer wrap SO OUT.pte [hash|method]
+//       one method "forward" whose AOTI .so is SO, stored as the Metal backend
+//       stores it, with ExecuTorch 1.4+ content-hash keys (default) or 1.1-1.3
+//       method-name keys; for samples/
 //
 // BLOBDIR is what tests/pte/make_blobs.sh writes.
 #include <cstdlib>
@@ -16,7 +20,8 @@ namespace {
 
 int usage() {
   std::cerr << "usage: pte_writer matrix BLOBDIR OUTDIR\n"
-               "       pte_writer big BLOBDIR OUT.pte WEIGHT_BYTES [SEGMENT_ALIGNMENT]\n";
+               "       pte_writer big BLOBDIR OUT.pte WEIGHT_BYTES [SEGMENT_ALIGNMENT]\n"
+               "       pte_writer wrap SO OUT.pte [hash|method]\n";
   return 2;
 }
 
@@ -40,6 +45,14 @@ int write_big(const std::string& blob_directory, const std::string& path, uint64
   return 0;
 }
 
+int wrap(const std::string& so_path, const std::string& path, const std::string& keys) {
+  if (keys != "hash" && keys != "method") return usage();
+  std::vector<uint8_t> so = pte_test::read_file(so_path);
+  pte_test::Keys generation = keys == "hash" ? pte_test::Keys::Hash : pte_test::Keys::Method;
+  pte_test::write_file(pte_test::aoti_spec(generation, {{"forward", &so, 1}}), path);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -48,6 +61,7 @@ int main(int argc, char** argv) {
     if (command == "matrix" && argc == 4) return write_matrix(argv[2], argv[3]);
     if (command == "big" && (argc == 5 || argc == 6))
       return write_big(argv[2], argv[3], std::strtoull(argv[4], nullptr, 0), argc == 6 ? std::strtoull(argv[5], nullptr, 0) : 4096);
+    if (command == "wrap" && (argc == 4 || argc == 5)) return wrap(argv[2], argv[3], argc == 5 ? argv[4] : "hash");
     return usage();
   } catch (const std::exception& error) {
     std::cerr << "pte_writer: " << error.what() << "\n";

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds machofix, and repairs the bundled sample: an
+# ExecuTorch .pte whose Metal .so depends on PyTorch's libomp without using it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+cmake --build build --target pte_writer >/dev/null
+out=build/demo
+samples/aoti_metal/build.sh "$out" build/tests/pte_writer
+
+step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
+step build/machofix inspect "$out/metal_model.pte"
+step build/machofix check "$out/metal_model.pte" || echo "(exit status $?: findings)"
+step build/machofix prune "$out/metal_model.pte" -o "$out/metal_model.fixed.pte"
+step build/machofix inspect "$out/metal_model.fixed.pte"
+step build/machofix check "$out/metal_model.fixed.pte"
+step build/machofix verify "$out/metal_model.fixed.pte"
