@@ -204,6 +204,7 @@ BatchSummary summarize(const std::vector<FileReport>& reports) {
     else if (report.status == "unchanged" || report.status == "inspected") ++summary.unchanged;
     else if (report.status == "skipped") ++summary.skipped;
     else if (report.status == "failed") ++summary.failed;
+    for (const FileReport& member : report.members) summary.failed += member.status == "failed";
     summary.dylibs_removed += report.removed_count();
     summary.bytes_written += report.bytes_written;
   }

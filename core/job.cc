@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "core/archive.h"
 #include "core/file_io.h"
 #include "core/macho.h"
 
@@ -33,6 +34,7 @@ FileKind detect_kind(const Bytes& bytes) {
   if (looks_like_pte(bytes)) return FileKind::Pte;
   if (looks_like_ptd(bytes)) return FileKind::Ptd;
   if (bytes.size() >= 4 && bytes.u32(0) == 0x464c457f) return FileKind::Elf;
+  if (looks_like_archive(bytes)) return FileKind::Archive;
   return FileKind::Other;
 }
 
@@ -96,6 +98,12 @@ class Backup {
   std::string path_;
 };
 
+bool any_would_change(const std::vector<FileReport>& members) {
+  for (const FileReport& member : members)
+    if (member.status == "would change") return true;
+  return false;
+}
+
 void set_status(FileReport& report, bool changed, const JobOptions& options) {
   report.status = changed ? (options.dry_run ? "would change" : "changed") : "unchanged";
 }
@@ -137,22 +145,56 @@ void run_pte(const MappedFile& input, Operation operation, const JobOptions& opt
   if (report.pte->written) report.bytes_written = report.pte->output_size;
 }
 
-// Batch mode with an output tree: files that are not models are copied as they are.
-void copy_unchanged(const MappedFile& input, const JobOptions& options, FileReport& report) {
+// An -o output for a file that did not change: an identical copy.
+void copy_unchanged(const MappedFile& input, const JobOptions& options, FileReport& report, const char* note) {
   std::string target = output_target(input, options);
   if (target.empty() || options.in_place) return;
   AtomicOutput output(target, input.mode(), /*durable=*/false);  // the original stays where it is
   output.copy_from(input.fd(), 0, 0, input.size());
   output.commit();
   report.bytes_written = input.size();
-  report.notes.push_back("not a model: copied unchanged");
+  report.notes.push_back(note);
+}
+
+// Archives of models: each member that is a model goes through run_job on its own
+// temporary file (in place); the archive module copies every other member as it is.
+void run_archive(const MappedFile& input, Operation operation, const JobOptions& options, FileReport& report) {
+  JobOptions member_options = options;
+  member_options.output.clear();
+  member_options.in_place = true;
+  member_options.backup_suffix.clear();
+  member_options.skip_other_files = true;
+  member_options.dry_run = options.dry_run || operation == Operation::Inspect;
+  MemberFixer fix = [&](const ArchiveMember& member, const std::string& temp_path) {
+    FileReport member_report = run_job(temp_path, operation, member_options);
+    if (member_report.status == "skipped") return false;  // not a model: no report
+    member_report.path = member.name;
+    if (member_report.status == "failed")  // the temporary path means nothing to the user
+      member_report.error = input.path() + ": " + member.name + ": " + member_report.error.substr(temp_path.size() + 2);
+    bool changed = member_report.status == "changed";
+    report.members.push_back(std::move(member_report));
+    return changed;
+  };
+  std::string target = output_target(input, options);
+  ArchiveOptions archive_options;
+  archive_options.dry_run = target.empty() || operation == Operation::Inspect;
+  archive_options.durable = options.in_place;
+  archive_options.temp_root = std::filesystem::path(target.empty() ? resolved(input.path()) : target).parent_path().string();
+  Backup backup(target, options);
+  ArchiveResult result = rewrite_archive(input.path(), target.empty() ? input.path() : target, input.mode(), fix, archive_options);
+  backup.keep_if(result.written, report);
+  if (operation == Operation::Inspect) report.status = "inspected";
+  else set_status(report, !result.changed.empty() || (options.dry_run && any_would_change(report.members)), options);
+  if (result.written) report.bytes_written = std::filesystem::file_size(target);
+  else if (!options.in_place && report.status != "inspected") copy_unchanged(input, options, report, "nothing to change: copied");
+  for (const MemberFailure& failure : result.failures) report.notes.push_back(failure.member + ": not processed: " + failure.error);
 }
 
 void run_other(const MappedFile& input, const JobOptions& options, FileReport& report) {
   std::string what = report.kind == FileKind::Elf ? "an ELF file" : "something else";
   if (!options.skip_other_files) fail("not a Mach-O, .pte or .ptd file (it looks like " + what + ")");
   report.status = "skipped";
-  copy_unchanged(input, options, report);
+  copy_unchanged(input, options, report, "not a model: copied unchanged");
 }
 
 }  // namespace
@@ -172,6 +214,9 @@ FileReport run_job(const std::string& path, Operation operation, const JobOption
       case FileKind::Pte:
       case FileKind::Ptd:
         run_pte(input, operation, options, report);
+        break;
+      case FileKind::Archive:
+        run_archive(input, operation, options, report);
         break;
       default:
         run_other(input, options, report);
