@@ -123,8 +123,8 @@ std::vector<uint8_t> update_signature(const MachO& image, std::vector<uint8_t> b
     report.signature_after.status = "added";
   } else if (signature->has_identity) {
     if (!options.replace_identity)
-      fail("signed with an identity (" + signature->style() +
-           "): such a signature cannot be renewed; pass --adhoc to replace it with an ad hoc signature");
+      fail("signed with an identity (a CMS signature, e.g. Developer ID): it cannot be renewed without the "
+           "signer's key; pass --adhoc to replace it with an ad hoc signature");
     replace_with_adhoc_signature(bytes, base);
     report.signature_after.status = "replaced (ad hoc)";
   } else {
