@@ -116,10 +116,10 @@ int run_rewrite(const Settings& settings, Operation operation, const char* comma
   }
   bool batch = batch_mode(settings);
   std::vector<FileReport> reports = run_all(settings, operation, batch);
-  if (!json_to_stdout(settings)) {
+  if (!json_to_stdout(settings) && !settings.quiet) {
     for (const FileReport& report : reports)
       std::cout << (batch && settings.verbosity == 0 ? short_report(report) : text_report(report, false));
-    if (batch && !settings.quiet) std::cout << summary_line(summarize(reports), job.dry_run) << "\n";
+    if (batch) std::cout << summary_line(summarize(reports), job.dry_run) << "\n";
   }
   bool written = emit_json(settings, command, reports, nullptr);
   return summarize(reports).failed || !written ? kExitError : kExitOk;
