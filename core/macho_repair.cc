@@ -99,12 +99,6 @@ SliceAnalysisBundle analyze_slice(const Bytes& slice, const RepairOptions& optio
   return bundle;
 }
 
-void require_valid_signature(const std::vector<uint8_t>& slice, uint64_t base) {
-  MachO image = parse_macho(Bytes(slice.data(), slice.size(), base));
-  std::vector<std::string> problems = verify_code_signature(image);
-  if (!problems.empty()) fail("the renewed signature does not verify, nothing written: " + problems.front());
-}
-
 // Brings the signature of a rewritten (or, for `sign`, unchanged) slice up to date.
 // Returns the slice's new bytes, which are larger only when a signature was added.
 std::vector<uint8_t> update_signature(const MachO& image, std::vector<uint8_t> bytes, const RepairOptions& options,
@@ -133,9 +127,12 @@ std::vector<uint8_t> update_signature(const MachO& image, std::vector<uint8_t> b
     renew_code_signature(bytes, base);
     report.signature_after.status = "renewed";
   }
-  require_valid_signature(bytes, base);
+  // One verification of the new signature serves both the check and the report.
   std::string status = report.signature_after.status;
   report.signature_after = signature_report(parse_macho(Bytes(bytes.data(), bytes.size(), base)));
+  if (report.signature_after.status != "valid")
+    fail("the renewed signature does not verify, nothing written: " +
+         (report.signature_after.problems.empty() ? std::string("unreadable") : report.signature_after.problems.front()));
   report.signature_after.status = status;
   return bytes;
 }
