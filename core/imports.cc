@@ -2,6 +2,10 @@
 
 #include "core/macho_format.h"
 
+#include <algorithm>
+#include <set>
+#include <tuple>
+
 namespace machofix {
 
 using namespace macho;
@@ -30,9 +34,15 @@ std::string resolve_ordinal(const MachO& image, int ordinal) {
 
 namespace {
 
+// Symbol names are read from the file as views, but each one costs a scan for its
+// NUL, and a hostile file can name one huge string a million times (n_strx pointing
+// at a long string, a deep exports trie, ...). The bytes of names taken, summed, may
+// not exceed this budget, far above what any real file needs.
+uint64_t name_budget(const MachO& image) { return std::max<uint64_t>(64ull << 20, 8 * image.bytes.size()); }
+
 class Scanner {
  public:
-  explicit Scanner(const MachO& image) : image_(image) {}
+  explicit Scanner(const MachO& image) : image_(image), name_budget_(name_budget(image)) {}
 
   ImportScan scan() {
     if (image_.symtab.present) scan_symtab();
@@ -84,7 +94,7 @@ class Scanner {
                                                    : stored;
       add_site(ImportSource::Symtab, SiteEncoding::NDescHighByte, at + 7, 1, ordinal);
       bool weak_ref = desc & 0x40;  // N_WEAK_REF
-      result_.imports.push_back({ImportSource::Symtab, std::string(strings.cstr(name_index, "symbol name")), ordinal, weak_ref});
+      result_.imports.push_back({ImportSource::Symtab, take_name(strings.cstr(name_index, "symbol name"), at), ordinal, weak_ref});
     }
   }
 
@@ -122,7 +132,7 @@ class Scanner {
           add_site(source, SiteEncoding::OpcodeSpecial, range.offset + at, 1, ordinal);
           break;
         case BIND_OPCODE_SET_SYMBOL_TRAILING_FLAGS_IMM:
-          symbol = cursor.cstr("bind symbol name");
+          symbol = take_name(cursor.cstr("bind symbol name"), stream.base() - image_.bytes.base() + at);
           weak = immediate & BIND_SYMBOL_FLAGS_WEAK_IMPORT;
           break;
         case BIND_OPCODE_SET_TYPE_IMM:
@@ -161,7 +171,11 @@ class Scanner {
 
   void add_import(const Bytes& stream, uint64_t at, ImportSource source, std::string_view symbol, int ordinal, bool weak) {
     if (symbol.empty()) stream.fail_here(at, "bind opcode before any symbol name");
-    result_.imports.push_back({source, std::string(symbol), ordinal, weak});
+    // Binding one symbol at many addresses is one import; the key is the name's
+    // address in the file, so the check costs nothing however long the name.
+    BindKey key{source, symbol.data(), ordinal, weak};
+    if (!bind_keys_.insert(key).second) return;
+    result_.imports.push_back({source, symbol, ordinal, weak});
   }
 
   void scan_chained_fixups() {
@@ -211,16 +225,30 @@ class Scanner {
       }
       // Compressed symbol names (symbols_format 1) are not produced by any linker we know;
       // the ordinals are still correct without the names.
-      std::string name = symbols_format == 0 ? import_name(blob, at, index, symbols_offset + name_offset)
-                                             : "import #" + std::to_string(index);
-      result_.imports.push_back({ImportSource::ChainedFixups, std::move(name), ordinal, weak});
+      std::string_view name = symbols_format == 0 ? import_name(blob, at, index, symbols_offset + name_offset)
+                                                  : owned("import #" + std::to_string(index));
+      result_.imports.push_back({ImportSource::ChainedFixups, name, ordinal, weak});
     }
   }
 
-  std::string import_name(const Bytes& blob, uint64_t entry_at, uint64_t index, uint64_t name_at) {
+  std::string_view import_name(const Bytes& blob, uint64_t entry_at, uint64_t index, uint64_t name_at) {
     if (name_at >= blob.size())
       blob.fail_here(entry_at, "chained import " + std::to_string(index) + ": its name offset lies outside the chained fixups data");
-    return std::string(blob.cstr(name_at, "chained import symbol name"));
+    return take_name(blob.cstr(name_at, "chained import symbol name"), blob.base() - image_.bytes.base() + entry_at);
+  }
+
+  // Counts a name against the budget; `at` (slice offset) names where it was taken.
+  std::string_view take_name(std::string_view name, uint64_t at) {
+    name_bytes_ += name.size() + 1;
+    if (name_bytes_ > name_budget_)
+      image_.bytes.fail_here(at, "symbol names add up to more than " + std::to_string(name_budget_ >> 20) +
+                                     " MiB: the same names are used over and over, which no linker does");
+    return name;
+  }
+
+  std::string_view owned(std::string name) {
+    result_.owned_names.push_back(std::move(name));
+    return result_.owned_names.back();
   }
 
   // Walks the trie without recursion and with one prefix buffer, so a hostile trie
@@ -275,11 +303,25 @@ class Scanner {
     cursor.cstr("re-exported symbol name");
     add_site(ImportSource::ExportsTrie, SiteEncoding::TrieUleb, range.offset + ordinal_at, ordinal.length,
              static_cast<int>(ordinal.value));
-    result_.imports.push_back({ImportSource::ExportsTrie, name, static_cast<int>(ordinal.value), false});
+    std::string_view symbol = take_name(owned(name), range.offset + ordinal_at);
+    result_.imports.push_back({ImportSource::ExportsTrie, symbol, static_cast<int>(ordinal.value), false});
   }
+
+  struct BindKey {
+    ImportSource source;
+    const char* name;
+    int ordinal;
+    bool weak;
+    bool operator<(const BindKey& other) const {
+      return std::tie(source, name, ordinal, weak) < std::tie(other.source, other.name, other.ordinal, other.weak);
+    }
+  };
 
   const MachO& image_;
   ImportScan result_;
+  std::set<BindKey> bind_keys_;
+  uint64_t name_bytes_ = 0;
+  uint64_t name_budget_;
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,14 +40,19 @@ struct OrdinalSite {
 
 struct Import {
   ImportSource source;
-  std::string symbol;
+  // Points into the slice's bytes, or into ImportScan::owned_names (re-export names,
+  // which the trie spells out edge by edge): never one copy per bind.
+  std::string_view symbol;
   int ordinal = 0;
   bool weak = false;
 };
 
 struct ImportScan {
   std::vector<OrdinalSite> sites;
+  // One per distinct (source, symbol, library, weak) in each stream: a bind stream
+  // that binds one symbol at a million addresses yields one import, not a million.
   std::vector<Import> imports;
+  std::deque<std::string> owned_names;  // stable addresses, even when the scan is moved
 };
 
 ImportScan scan_imports(const MachO& image);

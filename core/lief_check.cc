@@ -53,7 +53,7 @@ void compare_commands(const LIEF::MachO::Binary& binary, const MachO& ours) {
 void compare_symbols(const LIEF::MachO::Binary& binary, const MachO& ours, const ImportScan& scan) {
   std::set<std::pair<std::string, std::string>> our_bindings;  // (symbol, library)
   for (const Import& import : scan.imports)
-    if (import.source == ImportSource::Symtab) our_bindings.emplace(import.symbol, resolve_ordinal(ours, import.ordinal));
+    if (import.source == ImportSource::Symtab) our_bindings.emplace(std::string(import.symbol), resolve_ordinal(ours, import.ordinal));
   for (const LIEF::MachO::Symbol& symbol : binary.symbols()) {
     uint8_t type = symbol.type();
     if (type & macho::N_STAB || !(type & macho::N_EXT)) continue;

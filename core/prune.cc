@@ -36,10 +36,10 @@ SliceAnalysis analyze(const MachO& image, const ImportScan& scan) {
   std::set<std::string> lookups, flat_lookups;
   for (const Import& import : scan.imports) {
     for (const char* lookup : kRuntimeLookupSymbols)
-      if (import.symbol == lookup) lookups.insert(import.symbol);
-    if (import.ordinal == macho::BIND_SPECIAL_DYLIB_FLAT_LOOKUP) flat_lookups.insert(import.symbol);
+      if (import.symbol == lookup) lookups.insert(std::string(import.symbol));
+    if (import.ordinal == macho::BIND_SPECIAL_DYLIB_FLAT_LOOKUP) flat_lookups.insert(std::string(import.symbol));
     if (import.ordinal <= 0 || static_cast<size_t>(import.ordinal) > image.dylibs.size()) continue;
-    symbols[import.ordinal - 1].insert(import.symbol);
+    symbols[import.ordinal - 1].insert(std::string(import.symbol));
     sources[import.ordinal - 1].insert(import.source);
   }
   std::vector<bool> named(image.dylibs.size(), false);
@@ -210,7 +210,7 @@ void verify_imports(const MachO& before, const ImportScan& before_scan, const Ma
     std::string now = resolve_ordinal(after, new_import.ordinal);
     if (old_import.symbol != new_import.symbol || old_import.source != new_import.source || was != now ||
         old_import.weak != new_import.weak)
-      verification_failed(std::string(import_source_name(old_import.source)) + " import " + old_import.symbol +
+      verification_failed(std::string(import_source_name(old_import.source)) + " import " + std::string(old_import.symbol) +
                           " bound to " + was + " before and to " + now + " after");
   }
 }

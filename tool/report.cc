@@ -17,10 +17,13 @@ std::string join(const std::vector<std::string>& items, const std::string& separ
   return out;
 }
 
+// Long (mangled) names would bury the report: a few, each cut short.
+std::string shortened(const std::string& name) { return name.size() <= 60 ? name : name.substr(0, 57) + "..."; }
+
 std::string symbol_summary(const DylibReport& dylib) {
   if (dylib.symbols.empty()) return "supplies nothing";
-  std::vector<std::string> sample(dylib.symbols.begin(),
-                                  dylib.symbols.begin() + std::min(kSymbolSample, dylib.symbols.size()));
+  std::vector<std::string> sample;
+  for (size_t i = 0; i < std::min(kSymbolSample, dylib.symbols.size()); ++i) sample.push_back(shortened(dylib.symbols[i]));
   std::string more = dylib.symbols.size() > sample.size() ? ", ..." : "";
   return std::to_string(dylib.symbols.size()) + (dylib.symbols.size() == 1 ? " symbol: " : " symbols: ") +
          join(sample, ", ") + more;
