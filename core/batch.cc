@@ -168,7 +168,8 @@ FileReport run_item(const BatchItem& item, Operation operation, const JobOptions
 
 BatchPlan plan_batch(const std::vector<std::string>& inputs, const std::string& output, bool in_place) {
   bool single_file = inputs.size() == 1 && !fs::is_directory(inputs.front());
-  bool mirror = !output.empty() && !single_file;
+  // -o names the output file for one input file, unless it is an existing directory.
+  bool mirror = !output.empty() && (!single_file || fs::is_directory(output));
   Planner planner(output, in_place, mirror);
   for (const std::string& input : inputs) planner.add_input(input, inputs.size() == 1);
   return planner.finish();

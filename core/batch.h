@@ -33,8 +33,10 @@ struct BatchPlan {
   std::vector<FileReport> preliminary;  // what the walk itself decided (links left alone, unreadable dirs)
 };
 
-// `output` is -o: with one plain file as input it is the output file, otherwise a
-// directory that mirrors the input trees.
+// `output` is -o: with one plain file as input it is the output file (or, if it is an
+// existing directory, the directory that receives it); otherwise a directory that
+// mirrors the inputs: one directory input's contents go right under it, several
+// inputs each get a subdirectory (or file) named after them.
 BatchPlan plan_batch(const std::vector<std::string>& inputs, const std::string& output, bool in_place);
 
 using Progress = std::function<void(size_t done, size_t total, const FileReport& latest)>;
