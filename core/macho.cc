@@ -242,10 +242,17 @@ class Reader {
     for (const Placed& range : placed_)
       if (range.size) ranges.push_back(range);
     std::sort(ranges.begin(), ranges.end(), [](const Placed& a, const Placed& b) { return a.offset < b.offset; });
+    const Segment* linkedit = image_.segment("__LINKEDIT");
     for (size_t i = 0; i < ranges.size(); ++i) {
       if (ranges[i].offset < commands_end)
         bytes_.fail_here(ranges[i].field, std::string(ranges[i].what) + " at " + hex(ranges[i].offset) +
                                               " overlaps the load commands (which end at " + hex(commands_end) + ")");
+      // dyld refuses LINKEDIT data outside its segment; so do we, before editing it.
+      if (linkedit && (ranges[i].offset < linkedit->file_offset ||
+                       ranges[i].offset + ranges[i].size > linkedit->file_offset + linkedit->file_size))
+        bytes_.fail_here(ranges[i].field, std::string(ranges[i].what) + " at " + hex(ranges[i].offset) +
+                                              " lies outside __LINKEDIT (file offsets " + hex(linkedit->file_offset) +
+                                              "-" + hex(linkedit->file_offset + linkedit->file_size) + ")");
       if (i && ranges[i - 1].offset + ranges[i - 1].size > ranges[i].offset)
         bytes_.fail_here(ranges[i].field, std::string(ranges[i].what) + " at " + hex(ranges[i].offset) + " overlaps " +
                                               ranges[i - 1].what);

@@ -475,9 +475,10 @@ TEST_CASE("codeLimit and placement are checked") {
     MachO image = parse(file);
     uint64_t segment = image.commands[image.segment("__LINKEDIT")->command_index].offset;
     put_u64(file, segment + 48, dataoff - image.segment("__LINKEDIT")->file_offset);  // filesize ends at dataoff
-    std::vector<std::string> problems = verify(file);
-    REQUIRE(!problems.empty());
-    CHECK(contains(problems[0], "is not inside __LINKEDIT"));
+    // The reader itself refuses LINKEDIT data outside __LINKEDIT, naming the dataoff field.
+    Error error = error_of([&] { parse(file); });
+    CHECK(contains(error.problem(), "LC_CODE_SIGNATURE at " + hex(dataoff) + " lies outside __LINKEDIT"));
+    CHECK(error.offset() == image.commands[*image.code_signature_command].offset + 8);
   }
 }
 

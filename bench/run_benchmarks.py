@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""machofix's speed and memory, measured against the tools it must keep up with.
+
+  bench/run_benchmarks.py [--build build] [--quick] [--write BENCHMARKS.md]
+
+ - .pte files of 10 MB .. 4 GB: `machofix prune -o` against `cp` of the same file,
+   and machofix's peak RSS (target: 1.2x cp or better, under 256 MiB at every size);
+ - Mach-O dylibs of 100 KB .. 200 MB, signed by ld64.lld-16: `machofix prune -o`
+   (prune + re-sign + verify + write) against `llvm-install-name-tool-16 -add_rpath`
+   (which also rewrites and re-signs; target 1.0x or better), and `machofix verify`
+   (every page hashed) against `sha256sum` (target 1.2x or better);
+ - a batch of many models with --jobs 1 and --jobs 2.
+Each time is the median of several runs with the input in the page cache. Needs the
+LLVM 16 tools and a built tree (scripts/setup.sh). Files go to $BENCH_DIR or /tmp.
+"""
+import argparse
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def timed(command, runs, prepare=None):
+    """Median wall time of `command` over `runs` runs, and the largest peak RSS (KiB)."""
+    seconds, peaks = [], []
+    for _ in range(runs):
+        if prepare:
+            prepare()
+        start = time.perf_counter()
+        result = subprocess.run(["/usr/bin/time", "-f", "%M", *command], capture_output=True, text=True)
+        seconds.append(time.perf_counter() - start)
+        if result.returncode != 0:
+            raise SystemExit(f"{' '.join(command)} failed: {result.stderr}")
+        peaks.append(int(result.stderr.strip().splitlines()[-1]))
+    return statistics.median(seconds), max(peaks)
+
+
+def warm(path):
+    with open(path, "rb") as handle:
+        while handle.read(1 << 24):
+            pass
+
+
+def machine():
+    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
+    memory = next(int(line.split()[1]) for line in open("/proc/meminfo") if line.startswith("MemTotal")) >> 20
+    return f"{model}, {os.cpu_count()} cores, {memory} GiB RAM, Linux {platform.release()}"
+
+
+def filesystem(path):
+    return subprocess.run(["df", "--output=fstype", path], capture_output=True, text=True).stdout.split()[-1]
+
+
+def bench_pte(machofix, pte_writer, work, sizes_mb, runs):
+    blobs = os.path.join(work, "blobs")
+    subprocess.run([os.path.join(ROOT, "tests", "pte", "make_blobs.sh"), blobs], check=True, capture_output=True)
+    rows = []
+    for size in sizes_mb:
+        model = os.path.join(work, f"model-{size}.pte")
+        subprocess.run([pte_writer, "big", blobs, model, str(size << 20), "4096"], check=True)
+        warm(model)
+        copy = os.path.join(work, "copy.pte")
+        out = os.path.join(work, "out.pte")
+        cp_time, _ = timed(["cp", model, copy], runs, lambda: os.path.exists(copy) and os.unlink(copy))
+        ours, peak = timed([machofix, "prune", "-q", model, "-o", out], runs, lambda: os.path.exists(out) and os.unlink(out))
+        rows.append((f"{os.path.getsize(model) / 1e6:,.0f} MB", cp_time, ours, ours / cp_time, peak / 1024))
+        for path in (model, copy, out):
+            if os.path.exists(path):
+                os.unlink(path)
+    return rows
+
+
+def bench_macho(machofix, work, sizes_mb, runs):
+    rows = []
+    for size in sizes_mb:
+        dylib = os.path.join(work, f"big-{size}k.dylib")
+        subprocess.run([os.path.join(ROOT, "bench", "make_big_dylib.sh"), dylib, str(size)], check=True)
+        warm(dylib)
+        out = os.path.join(work, "out.dylib")
+        victim = os.path.join(work, "victim.dylib")
+        ours, _ = timed([machofix, "prune", "-q", dylib, "-o", out], runs, lambda: os.path.exists(out) and os.unlink(out))
+        theirs, _ = timed(["llvm-install-name-tool-16", "-add_rpath", "@loader_path/x", victim], runs,
+                          lambda: shutil.copyfile(dylib, victim))
+        verify, _ = timed([machofix, "verify", "-q", dylib], runs)
+        sha, _ = timed(["sha256sum", dylib], runs)
+        rows.append((f"{os.path.getsize(dylib) / 1e6:,.1f} MB", ours, theirs, ours / theirs, verify, sha, verify / sha))
+        for path in (dylib, out, victim):
+            if os.path.exists(path):
+                os.unlink(path)
+    return rows
+
+
+def bench_batch(machofix, pte_writer, work, count, runs):
+    tree = os.path.join(work, "batch")
+    sample = os.path.join(work, "sample")
+    subprocess.run([os.path.join(ROOT, "samples", "aoti_metal", "build.sh"), sample, pte_writer], check=True,
+                   capture_output=True)
+    big = os.path.join(work, "batch-big.dylib")
+    subprocess.run([os.path.join(ROOT, "bench", "make_big_dylib.sh"), big, str(8 << 10)], check=True)
+    for index in range(count):
+        directory = os.path.join(tree, f"model{index:03d}")
+        os.makedirs(directory)
+        shutil.copy(os.path.join(sample, "metal_model.pte"), directory)
+        shutil.copy(big, os.path.join(directory, "kernels.dylib"))
+    rows = []
+    out = os.path.join(work, "batch-out")
+    for jobs in (1, 2):
+        seconds, peak = timed([machofix, "prune", "-q", tree, "-o", out, "--jobs", str(jobs)], runs,
+                              lambda: shutil.rmtree(out, ignore_errors=True))
+        rows.append((jobs, 2 * count, seconds, peak / 1024))
+    return rows
+
+
+def table(header, rows, formats):
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in rows:
+        lines.append("| " + " | ".join(f.format(v) for f, v in zip(formats, row)) + " |")
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--build", default=os.path.join(ROOT, "build"))
+    parser.add_argument("--quick", action="store_true", help="small sizes, 3 runs: a smoke test of the script")
+    parser.add_argument("--write", help="also write the results as markdown to this file")
+    arguments = parser.parse_args()
+    machofix = os.path.join(arguments.build, "machofix")
+    pte_writer = os.path.join(arguments.build, "tests", "pte_writer")
+    runs = 3 if arguments.quick else 5
+    pte_sizes = [10, 100] if arguments.quick else [10, 100, 1024, 4096]
+    macho_sizes = [100, 1024, 10240] if arguments.quick else [100, 1024, 10240, 51200, 204800]  # KiB
+    work = tempfile.mkdtemp(prefix="machofix-bench-", dir=os.environ.get("BENCH_DIR"))
+    try:
+        pte = bench_pte(machofix, pte_writer, work, pte_sizes, runs)
+        macho = bench_macho(machofix, work, macho_sizes, runs)
+        batch = bench_batch(machofix, pte_writer, work, 20 if arguments.quick else 100, runs)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    report = "\n\n".join([
+        f"Machine: {machine()}; files on {filesystem(tempfile.gettempdir() if not os.environ.get('BENCH_DIR') else os.environ['BENCH_DIR'])}, "
+        f"in the page cache; median of {runs} runs; {time.strftime('%Y-%m-%d')}.",
+        "### .pte: `machofix prune -o` against `cp` (target: 1.2x, under 256 MiB)",
+        table(["file", "cp s", "machofix s", "ratio", "peak RSS MiB"], pte,
+              ["{}", "{:.3f}", "{:.3f}", "{:.2f}x", "{:.0f}"]),
+        "### Mach-O: prune + re-sign against `llvm-install-name-tool-16 -add_rpath` (target 1.0x); "
+        "`machofix verify` against `sha256sum` (target 1.2x)",
+        table(["dylib", "prune s", "install-name-tool s", "ratio", "verify s", "sha256sum s", "ratio"], macho,
+              ["{}", "{:.3f}", "{:.3f}", "{:.2f}x", "{:.3f}", "{:.3f}", "{:.2f}x"]),
+        "### Batch: a tree of models (a .pte and an 8 MiB dylib each), `prune -o DIR`",
+        table(["--jobs", "files", "seconds", "peak RSS MiB"], batch, ["{}", "{}", "{:.2f}", "{:.0f}"]),
+    ])
+    print(report)
+    if arguments.write:
+        with open(arguments.write, "w") as handle:
+            handle.write(report + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+// Writes the synthetic seed corpora of the fuzz targets (run by fuzz/run_fuzzers.sh
+// at run time; nothing generated is committed):
+//
+//   fuzz_make_seeds OUTDIR      ->  OUTDIR/macho/*, OUTDIR/codesign/*, OUTDIR/pte/*
+//
+// Small files on purpose (about 1-10 KB): libFuzzer mutates small inputs much
+// faster. The linker-made fixtures and the ExecuTorch samples are added by the script.
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "fuzz/sample_images.h"
+
+#if __has_include("tests/pte/pte_writer.h")
+#include "tests/pte/pte_writer.h"
+#define MACHOFIX_SEEDS_HAVE_PTE 1
+#else
+#define MACHOFIX_SEEDS_HAVE_PTE 0
+#endif
+
+namespace fs = std::filesystem;
+using namespace machofix;
+using namespace machofix::samples;
+
+namespace {
+
+fs::path out_root;
+int written = 0;
+
+void write(const std::string& corpus, const std::string& name, const std::vector<uint8_t>& bytes) {
+  fs::create_directories(out_root / corpus);
+  std::ofstream file(out_root / corpus / name, std::ios::binary | std::ios::trunc);
+  file.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  if (!file.flush()) throw std::runtime_error("cannot write " + (out_root / corpus / name).string());
+  ++written;
+}
+
+struct Named {
+  std::string name;
+  std::vector<uint8_t> bytes;
+};
+
+std::vector<Named> thin_images() {
+  return {
+      {"dyld_info_arm64", dyld_info_dylib().build().bytes},
+      {"dyld_info_x86_64", dyld_info_dylib(macho::CPU_TYPE_X86_64).build().bytes},
+      {"chained1", chained_dylib(macho::DYLD_CHAINED_IMPORT).build().bytes},
+      {"chained2", chained_dylib(macho::DYLD_CHAINED_IMPORT_ADDEND).build().bytes},
+      {"chained3", chained_dylib(macho::DYLD_CHAINED_IMPORT_ADDEND64).build().bytes},
+      {"many_dylibs", many_dylibs().build().bytes},
+      {"command_kinds", command_kinds().build().bytes},
+      {"flat_executable", flat_executable().build().bytes},
+      {"bundle", dyld_info_dylib().filetype(macho::MH_BUNDLE).build().bytes},
+  };
+}
+
+void macho_and_codesign_seeds() {
+  std::vector<Named> images = thin_images();
+  for (const Named& image : images) {
+    write("macho", image.name, image.bytes);
+    std::vector<uint8_t> signed_image = signed_copy(image.bytes);
+    write("macho", image.name + "_signed", signed_image);
+    write("codesign", image.name + "_lld", signed_image);
+    write("codesign", image.name + "_unsigned", image.bytes);
+  }
+  std::vector<uint8_t> arm64 = signed_copy(images[0].bytes), x86_64 = signed_copy(images[1].bytes);
+  std::vector<uint8_t> chained = signed_copy(images[3].bytes);
+  write("macho", "universal_fat32", universal({{macho::CPU_TYPE_X86_64, 3, x86_64}, {macho::CPU_TYPE_ARM64, 0, arm64}}));
+  write("macho", "universal_fat64", universal({{macho::CPU_TYPE_ARM64, 0, chained}, {macho::CPU_TYPE_X86_64, 3, x86_64}}, true));
+  // A 32-bit slice is carried along untouched.
+  write("macho", "universal_with_i386", universal({{7, 3, std::vector<uint8_t>(64, 0xce)}, {macho::CPU_TYPE_ARM64, 0, arm64}}));
+  write("codesign", "universal_fat32", universal({{macho::CPU_TYPE_ARM64, 0, arm64}, {macho::CPU_TYPE_X86_64, 3, x86_64}}));
+
+  // codesign-style signatures: several blobs, alternate CodeDirectories, identities.
+  const std::vector<uint8_t>& base = images[0].bytes;
+  SignatureSpec adhoc;
+  write("codesign", "codesign_adhoc", codesign_signed(base, adhoc));
+  SignatureSpec entitled = adhoc;
+  entitled.entitlements = "<plist><dict><key>com.apple.security.cs.disable-library-validation</key><true/></dict></plist>";
+  write("codesign", "codesign_entitlements", codesign_signed(base, entitled));
+  SignatureSpec two = adhoc;
+  two.hash_types = {kHashSha1, kHashSha256};
+  write("codesign", "codesign_sha1_sha256", codesign_signed(base, two));
+  SignatureSpec three = adhoc;
+  three.hash_types = {kHashSha256, kHashSha384, kHashSha256Truncated};
+  write("codesign", "codesign_three_cds", codesign_signed(images[3].bytes, three));
+  SignatureSpec identity = entitled;
+  identity.cms_length = 64;
+  identity.flags = cs::kFlagRuntime;
+  write("codesign", "identity", codesign_signed(base, identity));
+  write("macho", "identity", codesign_signed(base, identity));
+  SignatureSpec bare = adhoc;
+  bare.requirements = false;
+  bare.cms_length = 0;
+  write("codesign", "cd_only", codesign_signed(images[5].bytes, bare));
+}
+
+#if MACHOFIX_SEEDS_HAVE_PTE
+void pte_seeds() {
+  // Blobs like an AOTInductor .so: signed, one removable dylib.
+  std::vector<uint8_t> forward = signed_copy(dyld_info_dylib().build().bytes, "forward.so");
+  std::vector<uint8_t> decode = signed_copy(chained_dylib().build().bytes, "decode.so");
+  std::vector<uint8_t> fat = universal({{macho::CPU_TYPE_ARM64, 0, forward},
+                                        {macho::CPU_TYPE_X86_64, 3, signed_copy(dyld_info_dylib(macho::CPU_TYPE_X86_64).build().bytes)}});
+  std::vector<uint8_t> unsigned_blob = dyld_info_dylib().build().bytes;
+  using namespace pte_test;
+  auto shrink = [](Spec spec) {  // small weights: small seeds
+    for (Data& data : spec.data)
+      if (data.bytes.size() > 1000 && !looks_like_thin_macho(Bytes(data.bytes)) && !looks_like_universal(Bytes(data.bytes)))
+        data.bytes.resize(64);
+    return spec;
+  };
+  MethodBlobs f{"forward", &forward, 1}, d{"decode", &decode, 2};
+  write("pte", "hash_forward.pte", build(shrink(aoti_spec(Keys::Hash, {f}))));
+  write("pte", "method_two.pte", build(shrink(aoti_spec(Keys::Method, {f, d}, 64))));
+  write("pte", "hash_inline.pte", build(shrink(aoti_spec(Keys::Hash, {f, d}, 128, PayloadAt::Inline))));
+  Spec short_header = shrink(aoti_spec(Keys::Hash, {f}));
+  short_header.header_length = 24;
+  write("pte", "header24.pte", build(short_header));
+  write("pte", "universal_blob.pte", build(shrink(aoti_spec(Keys::Hash, {{"forward", &fat, 1}}))));
+  write("pte", "unsigned_blob.pte", build(shrink(aoti_spec(Keys::Method, {{"forward", &unsigned_blob, 1}}))));
+  Spec ptd;
+  ptd.ptd = true;
+  ptd.segment_alignment = 16;
+  ptd.data = {{forward, 0, 1}, {pseudo_random(48, 3), 0, 16}};
+  ptd.named = {{"forward_so_blob", 0}, {"forward_weights_blob", 1}};
+  write("pte", "method_key.ptd", build(ptd));
+}
+#endif
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::cerr << "usage: fuzz_make_seeds OUTDIR\n";
+    return 2;
+  }
+  out_root = argv[1];
+  try {
+    macho_and_codesign_seeds();
+#if MACHOFIX_SEEDS_HAVE_PTE
+    pte_seeds();
+#endif
+  } catch (const Error& error) {
+    std::cerr << "fuzz_make_seeds: " << error.describe() << "\n";
+    return 1;
+  } catch (const std::exception& error) {
+    std::cerr << "fuzz_make_seeds: " << error.what() << "\n";
+    return 1;
+  }
+  std::cout << "fuzz_make_seeds: " << written << " seeds in " << out_root.string() << "\n";
+  return 0;
+}
