@@ -32,6 +32,8 @@ def timed(command, runs, prepare=None):
     for _ in range(runs):
         if prepare:
             prepare()
+        # Dirty pages of earlier runs would otherwise be written back during this one.
+        os.sync()
         start = time.perf_counter()
         result = subprocess.run(["/usr/bin/time", "-f", "%M", *command], capture_output=True, text=True)
         seconds.append(time.perf_counter() - start)
