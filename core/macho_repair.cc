@@ -177,11 +177,9 @@ bool is_64_bit(const FatSlice& entry) { return entry.cputype & macho::CPU_ARCH_A
 
 // Universal files: each slice on its own; slices that keep their size are patched
 // where they are, otherwise the slices are laid out again.
-MachORepair process_universal(const Bytes& file, const RepairOptions& options, SliceFunction process) {
-  Universal universal = parse_universal(file);
-  MachORepair result;
-  result.report.universal = true;
-  result.report.fat64 = universal.fat64;
+// Each slice on its own; errors name the slice. 32-bit slices pass through unchanged.
+std::vector<SliceJob> process_slices(const Bytes& file, const Universal& universal, const RepairOptions& options,
+                                     SliceFunction process) {
   std::vector<SliceJob> jobs;
   for (const FatSlice& entry : universal.slices) {
     Bytes slice = file.sub(entry.offset, entry.size, "universal slice");
@@ -191,6 +189,15 @@ MachORepair process_universal(const Bytes& file, const RepairOptions& options, S
       throw error.in_part("slice " + cpu_name(entry.cputype, entry.cpusubtype));
     }
   }
+  return jobs;
+}
+
+MachORepair process_universal(const Bytes& file, const RepairOptions& options, SliceFunction process) {
+  Universal universal = parse_universal(file);
+  MachORepair result;
+  result.report.universal = true;
+  result.report.fat64 = universal.fat64;
+  std::vector<SliceJob> jobs = process_slices(file, universal, options, process);
   result.output.assign(file.data(), file.data() + file.size());
   bool same_sizes = true;
   for (size_t i = 0; i < jobs.size(); ++i) same_sizes &= jobs[i].bytes.size() == universal.slices[i].size;
@@ -248,15 +255,7 @@ MachOReport inspect_macho(const Bytes& file, const RepairOptions& options) {
   MachOReport report;
   report.universal = true;
   report.fat64 = universal.fat64;
-  for (const FatSlice& entry : universal.slices) {
-    Bytes slice = file.sub(entry.offset, entry.size, "universal slice");
-    try {
-      report.slices.push_back(is_64_bit(entry) ? inspect_slice(slice, options).report
-                                               : unsupported_slice(slice, entry).report);
-    } catch (Error& error) {
-      throw error.in_part("slice " + cpu_name(entry.cputype, entry.cpusubtype));
-    }
-  }
+  for (SliceJob& job : process_slices(file, universal, options, inspect_slice)) report.slices.push_back(std::move(job.report));
   return report;
 }
 
