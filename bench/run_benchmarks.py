@@ -26,21 +26,33 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def timed(command, runs, prepare=None):
-    """Median wall time of `command` over `runs` runs, and the largest peak RSS (KiB)."""
-    seconds, peaks = [], []
+def run_once(command, prepare=None):
+    """Wall time of one run of `command` and its peak RSS (KiB)."""
+    if prepare:
+        prepare()
+    # Dirty pages of earlier runs would otherwise be written back during this one.
+    os.sync()
+    start = time.perf_counter()
+    result = subprocess.run(["/usr/bin/time", "-f", "%M", *command], capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if result.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed: {result.stderr}")
+    return seconds, int(result.stderr.strip().splitlines()[-1])
+
+
+def timed(*jobs, runs):
+    """For each (command, prepare) job: the median wall time over `runs` runs and the
+    largest peak RSS (KiB). The jobs take turns, run by run, so that the machine's
+    slow and fast spells (a shared VM) fall on all of them alike."""
+    samples = [[] for _ in jobs]
     for _ in range(runs):
-        if prepare:
-            prepare()
-        # Dirty pages of earlier runs would otherwise be written back during this one.
-        os.sync()
-        start = time.perf_counter()
-        result = subprocess.run(["/usr/bin/time", "-f", "%M", *command], capture_output=True, text=True)
-        seconds.append(time.perf_counter() - start)
-        if result.returncode != 0:
-            raise SystemExit(f"{' '.join(command)} failed: {result.stderr}")
-        peaks.append(int(result.stderr.strip().splitlines()[-1]))
-    return statistics.median(seconds), max(peaks)
+        for job, sample in zip(jobs, samples):
+            sample.append(run_once(*job))
+    return [(statistics.median(s for s, _ in sample), max(p for _, p in sample)) for sample in samples]
+
+
+def removing(path):
+    return lambda: os.path.exists(path) and os.unlink(path)
 
 
 def warm(path):
@@ -69,8 +81,8 @@ def bench_pte(machofix, pte_writer, work, sizes_mb, runs):
         warm(model)
         copy = os.path.join(work, "copy.pte")
         out = os.path.join(work, "out.pte")
-        cp_time, _ = timed(["cp", model, copy], runs, lambda: os.path.exists(copy) and os.unlink(copy))
-        ours, peak = timed([machofix, "prune", "-q", model, "-o", out], runs, lambda: os.path.exists(out) and os.unlink(out))
+        (cp_time, _), (ours, peak) = timed((["cp", model, copy], removing(copy)),
+                                           ([machofix, "prune", "-q", model, "-o", out], removing(out)), runs=runs)
         rows.append((f"{os.path.getsize(model) / 1e6:,.0f} MB", cp_time, ours, ours / cp_time, peak / 1024))
         for path in (model, copy, out):
             if os.path.exists(path):
@@ -86,11 +98,10 @@ def bench_macho(machofix, work, sizes_mb, runs):
         warm(dylib)
         out = os.path.join(work, "out.dylib")
         victim = os.path.join(work, "victim.dylib")
-        ours, _ = timed([machofix, "prune", "-q", dylib, "-o", out], runs, lambda: os.path.exists(out) and os.unlink(out))
-        theirs, _ = timed(["llvm-install-name-tool-16", "-add_rpath", "@loader_path/x", victim], runs,
-                          lambda: shutil.copyfile(dylib, victim))
-        verify, _ = timed([machofix, "verify", "-q", dylib], runs)
-        sha, _ = timed(["sha256sum", dylib], runs)
+        (ours, _), (theirs, _) = timed(([machofix, "prune", "-q", dylib, "-o", out], removing(out)),
+                                       (["llvm-install-name-tool-16", "-add_rpath", "@loader_path/x", victim],
+                                        lambda: shutil.copyfile(dylib, victim)), runs=runs)
+        (verify, _), (sha, _) = timed(([machofix, "verify", "-q", dylib],), (["sha256sum", dylib],), runs=runs)
         rows.append((f"{os.path.getsize(dylib) / 1e6:,.1f} MB", ours, theirs, ours / theirs, verify, sha, verify / sha))
         for path in (dylib, out, victim):
             if os.path.exists(path):
@@ -113,8 +124,8 @@ def bench_batch(machofix, pte_writer, work, count, runs):
     rows = []
     out = os.path.join(work, "batch-out")
     for jobs in (1, 2):
-        seconds, peak = timed([machofix, "prune", "-q", tree, "-o", out, "--jobs", str(jobs)], runs,
-                              lambda: shutil.rmtree(out, ignore_errors=True))
+        [(seconds, peak)] = timed(([machofix, "prune", "-q", tree, "-o", out, "--jobs", str(jobs)],
+                                   lambda: shutil.rmtree(out, ignore_errors=True)), runs=runs)
         rows.append((jobs, 2 * count, seconds, peak / 1024))
     return rows
 
@@ -131,17 +142,21 @@ def main():
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
     parser.add_argument("--quick", action="store_true", help="small sizes, 3 runs: a smoke test of the script")
     parser.add_argument("--write", help="also write the results as markdown to this file")
+    parser.add_argument("--only", choices=["pte", "macho", "batch"], action="append",
+                        help="run only these parts (repeatable); all by default")
+    parser.add_argument("--runs", type=int, help="runs per figure (median); 5 by default, 3 with --quick")
     arguments = parser.parse_args()
+    parts = set(arguments.only or ["pte", "macho", "batch"])
     machofix = os.path.join(arguments.build, "machofix")
     pte_writer = os.path.join(arguments.build, "tests", "pte_writer")
-    runs = 3 if arguments.quick else 5
+    runs = arguments.runs or (3 if arguments.quick else 5)
     pte_sizes = [10, 100] if arguments.quick else [10, 100, 1024, 4096]
     macho_sizes = [100, 1024, 10240] if arguments.quick else [100, 1024, 10240, 51200, 204800]  # KiB
     work = tempfile.mkdtemp(prefix="machofix-bench-", dir=os.environ.get("BENCH_DIR"))
     try:
-        pte = bench_pte(machofix, pte_writer, work, pte_sizes, runs)
-        macho = bench_macho(machofix, work, macho_sizes, runs)
-        batch = bench_batch(machofix, pte_writer, work, 20 if arguments.quick else 100, runs)
+        pte = bench_pte(machofix, pte_writer, work, pte_sizes, runs) if "pte" in parts else []
+        macho = bench_macho(machofix, work, macho_sizes, runs) if "macho" in parts else []
+        batch = bench_batch(machofix, pte_writer, work, 20 if arguments.quick else 100, runs) if "batch" in parts else []
     finally:
         shutil.rmtree(work, ignore_errors=True)
     report = "\n\n".join([

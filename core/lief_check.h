@@ -7,12 +7,17 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/imports.h"
 #include "core/macho.h"
 
 namespace machofix {
+
+// LIEF is a plugin loaded on first use (core/lief_plugin_abi.h); this is the file
+// that would be loaded, or "not found (tried ...)". Shown by `machofix --version`.
+std::string lief_reader_location();
 
 void cross_check_with_lief(const std::vector<uint8_t>& slice, const MachO& ours, const ImportScan& scan);
 

@@ -1,8 +1,8 @@
 // Hashing for code signatures: the four CodeDirectory hash types, with OpenSSL.
 //
 // A signature hashes every 4 or 16 KiB page of the code, so the per-page cost
-// matters as much as the throughput: each digest is fetched once per process and
-// each Hasher reuses one EVP context. hash_pages() splits large inputs across two
+// matters as much as the throughput: the digests are OpenSSL's per-algorithm
+// functions, with no per-call or per-process set-up (core/sha.cc). hash_pages() splits large inputs across two
 // threads (see bench/hash_bench.sh for the numbers behind that choice).
 #pragma once
 
@@ -11,9 +11,6 @@
 #include <vector>
 
 #include "core/bytes.h"
-
-struct evp_md_ctx_st;
-struct evp_md_st;
 
 namespace machofix {
 
@@ -32,7 +29,6 @@ std::string hash_type_name(uint8_t hash_type);
 class Hasher {
  public:
   explicit Hasher(uint8_t hash_type);  // an Error for an unknown type
-  ~Hasher();
   Hasher(const Hasher&) = delete;
   Hasher& operator=(const Hasher&) = delete;
 
@@ -42,8 +38,7 @@ class Hasher {
   std::vector<uint8_t> hash(const Bytes& data);
 
  private:
-  const evp_md_st* md_;
-  evp_md_ctx_st* context_;
+  uint8_t hash_type_;
   uint8_t size_;
 };
 

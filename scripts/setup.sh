@@ -9,6 +9,7 @@ packages=(
   cmake ninja-build g++ python3
   liblief-dev libcli11-dev libspdlog-dev doctest-dev
   libflatbuffers-dev flatbuffers-compiler libssl-dev libarchive-dev
+  libzstd-dev liblz4-dev libacl1-dev pkg-config
   clang-16 lld-16 llvm-16 libclang-rt-16-dev
 )
 # npm fetches the second test tier (real macOS binaries); any npm on the PATH will do.

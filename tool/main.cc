@@ -11,6 +11,7 @@
 #include "core/batch.h"
 #include "core/check.h"
 #include "core/job.h"
+#include "core/lief_check.h"
 #include "tool/progress.h"
 #include "tool/report.h"
 
@@ -176,7 +177,9 @@ int main(int argc, char** argv) {
       "models, renumbering every library ordinal and re-signing"};
   app.require_subcommand(1);
   app.fallthrough();  // -v/-q work after the subcommand too
-  app.set_version_flag("--version", "machofix " MACHOFIX_VERSION);
+  app.set_version_flag("--version", [] {
+    return "machofix " MACHOFIX_VERSION "\nLIEF reader: " + machofix::lief_reader_location();
+  });
   Settings settings;
   app.add_flag("-v,--verbose", settings.verbosity, "more detail");
   app.add_flag("-q,--quiet", settings.quiet, "errors only");

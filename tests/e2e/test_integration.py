@@ -38,7 +38,12 @@ def install(build, work):
     result = run("cmake", "--install", build, "--prefix", prefix)
     machofix = os.path.join(prefix, "bin", "machofix")
     expect(result.returncode == 0 and os.access(machofix, os.X_OK), "cmake --install puts bin/machofix under the prefix")
-    expect(run(machofix, "--version").stdout.startswith("machofix "), "the installed machofix runs")
+    version = run(machofix, "--version").stdout
+    expect(version.startswith("machofix "), "the installed machofix runs")
+    # Its LIEF reader (a plugin) is the installed one, not the build tree's.
+    reader = version.partition("LIEF reader: ")[2].strip()
+    expect(reader.startswith(prefix + os.sep) and os.path.isfile(reader),
+           f"the installed machofix loads the installed LIEF reader, not {reader!r}")
     return machofix
 
 

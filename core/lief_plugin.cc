@@ -1,0 +1,60 @@
+// machofix-lief.so: LIEF's reading of one Mach-O image, behind the C interface of
+// core/lief_plugin_abi.h. It reports what LIEF sees and decides nothing; the
+// comparison with machofix's own reading is in core/lief_check.cc.
+#include <LIEF/MachO.hpp>
+#include <LIEF/logging.hpp>
+
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "core/lief_plugin_abi.h"
+
+namespace {
+
+int report_error(const std::string& message, char* error, size_t error_size) {
+  if (error_size > 0) {
+    size_t length = std::min(message.size(), error_size - 1);
+    std::memcpy(error, message.data(), length);
+    error[length] = '\0';
+  }
+  return 1;
+}
+
+bool is_dependent_dylib(LIEF::MachO::LOAD_COMMAND_TYPES type) {
+  using LIEF::MachO::LOAD_COMMAND_TYPES;
+  return type == LOAD_COMMAND_TYPES::LC_LOAD_DYLIB || type == LOAD_COMMAND_TYPES::LC_LOAD_WEAK_DYLIB ||
+         type == LOAD_COMMAND_TYPES::LC_REEXPORT_DYLIB || type == LOAD_COMMAND_TYPES::LC_LOAD_UPWARD_DYLIB;
+}
+
+void report(const LIEF::MachO::Binary& binary, const MachofixLiefVisitor& visitor) {
+  for (const LIEF::MachO::LoadCommand& command : binary.commands()) {
+    const char* dylib_name = nullptr;
+    if (is_dependent_dylib(command.command()))
+      dylib_name = static_cast<const LIEF::MachO::DylibCommand&>(command).name().c_str();
+    visitor.command(visitor.context, static_cast<uint32_t>(command.command()), command.command_offset(),
+                    command.size(), dylib_name);
+  }
+  for (const LIEF::MachO::Symbol& symbol : binary.symbols())
+    visitor.symbol(visitor.context, symbol.name().c_str(), symbol.type(), symbol.description(), symbol.value());
+}
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) int machofix_lief_read_v1(const uint8_t* data, size_t size,
+                                                                            const MachofixLiefVisitor* visitor,
+                                                                            char* error, size_t error_size) {
+  try {
+    LIEF::Logger::disable();
+    std::vector<uint8_t> bytes(data, data + size);
+    std::unique_ptr<LIEF::MachO::FatBinary> parsed =
+        LIEF::MachO::Parser::parse(bytes, "slice", LIEF::MachO::ParserConfig::quick());
+    if (!parsed || parsed->size() != 1) return report_error("LIEF does not see one Mach-O image", error, error_size);
+    report(parsed->at(0), *visitor);
+    return 0;
+  } catch (const std::exception& e) {
+    return report_error(std::string("LIEF cannot parse it: ") + e.what(), error, error_size);
+  } catch (...) {
+    return report_error("LIEF cannot parse it", error, error_size);
+  }
+}
