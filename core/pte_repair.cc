@@ -444,6 +444,16 @@ class ChunkChecker {
 // once (the disk works meanwhile and commit()'s fsync has little left to wait for).
 constexpr uint64_t kCopyChunk = kCompareWindow;
 
+// How much to copy from output offset `at`: up to the next multiple of kCopyChunk
+// (counted in whole pages, so a chunk that starts inside a page ends at the same
+// place in another page). The page cache then builds each 8 MiB block of the output
+// from a single copy_file_range call, in large folios; chunks that cut the blocks
+// elsewhere (a segment at 58352, say) made a 1 GiB .pte copy 25% slower.
+uint64_t copy_chunk_at(uint64_t at) {
+  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  return kCopyChunk - (at - at % page) % kCopyChunk;
+}
+
 // Writes every piece; hands each copied chunk to `checker` once it is written.
 void write_pieces(const MappedFile& input, const Plan& plan, AtomicOutput& output, ChunkChecker& checker) {
   for (const Piece& piece : plan.pieces) {
@@ -451,8 +461,8 @@ void write_pieces(const MappedFile& input, const Plan& plan, AtomicOutput& outpu
       output.write_at(piece.out_at, piece.bytes);
       continue;
     }
-    for (uint64_t done = 0; done < piece.length; done += kCopyChunk) {
-      uint64_t length = std::min(kCopyChunk, piece.length - done);
+    for (uint64_t done = 0, length = 0; done < piece.length; done += length) {
+      length = std::min(copy_chunk_at(piece.out_at + done), piece.length - done);
       output.copy_from(input.fd(), *piece.in_at + done, piece.out_at + done, length);
       if (output.durable()) start_writeback(checker.fd(), piece.out_at + done, length);
       checker.submit({piece.out_at + done, length, *piece.in_at + done, {}});
