@@ -8,6 +8,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <thread>
 
 #include "core/lief_plugin_abi.h"
 #include "core/macho_format.h"
@@ -166,6 +167,16 @@ void compare_symbols(const LiefView& lief, const MachO& ours, const ImportScan& 
 }
 
 }  // namespace
+
+void start_loading_lief_reader() {
+  std::thread([] {
+    try {
+      plugin();
+    } catch (...) {
+      // Reported by the cross-check that needs it, which tries again.
+    }
+  }).detach();
+}
 
 std::string lief_reader_location() {
   std::string tried;

@@ -19,6 +19,10 @@ namespace machofix {
 // that would be loaded, or "not found (tried ...)". Shown by `machofix --version`.
 std::string lief_reader_location();
 
+// Loads the plugin on a background thread (about 2 ms), so that a run that will
+// rewrite files has it ready by the time the first rewrite is checked.
+void start_loading_lief_reader();
+
 void cross_check_with_lief(const std::vector<uint8_t>& slice, const MachO& ours, const ImportScan& scan);
 
 }  // namespace machofix

@@ -115,6 +115,8 @@ int run_rewrite(const Settings& settings, Operation operation, const char* comma
     spdlog::error("--backup only makes sense with --in-place");
     return kExitError;
   }
+  // Every pruned file is re-read by LIEF; load it while the first file is read.
+  if (operation == Operation::Prune) start_loading_lief_reader();
   bool batch = batch_mode(settings);
   std::vector<FileReport> reports = run_all(settings, operation, batch);
   if (!json_to_stdout(settings) && !settings.quiet) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The export-pipeline integration, as a user would wire it up.
 
- - `cmake --install` puts a working machofix under a prefix;
+ - `cmake --install` puts a working machofix under a prefix, with its LIEF reader
+   (a plugin): without one, a prune fails cleanly and writes nothing;
  - samples/cmake/Machofix.cmake repairs models at build time into a build
    directory (the sources untouched) and fails the build on a model that cannot be
    made fit to ship;
@@ -43,7 +44,7 @@ def install(build, work):
     # Its LIEF reader (a plugin) is the installed one, not the build tree's.
     reader = version.partition("LIEF reader: ")[2].strip()
     expect(reader.startswith(prefix + os.sep) and os.path.isfile(reader),
-           f"the installed machofix loads the installed LIEF reader, not {reader!r}")
+           f"the installed machofix loads the installed LIEF reader ({reader})")
     return machofix
 
 
@@ -91,6 +92,19 @@ def check_export_step(machofix, sample, fixtures, work):
     expect(unfit.returncode == 1 and "still not fit to ship" in unfit.stderr, "an unfixable export fails the step")
 
 
+def check_missing_reader(machofix, fixtures, work):
+    """Every rewrite must be re-read by LIEF: no reader, no output."""
+    model = shutil.copy(os.path.join(fixtures, "many_dylibs_arm64_chained.in"), os.path.join(work, "no_reader.so"))
+    before = digest(model)
+    out = os.path.join(work, "no_reader.out.so")
+    result = run(machofix, "prune", model, "-o", out, env={**os.environ, "MACHOFIX_LIEF_PLUGIN": "/nonexistent/reader.so"})
+    expect(result.returncode == 2 and "cannot find the LIEF reader" in result.stderr + result.stdout
+           and "/nonexistent/reader.so" in result.stderr + result.stdout,
+           f"without its LIEF reader prune exits 2 naming what it tried ({result.stderr[-200:]!r})")
+    expect(not os.path.exists(out) and digest(model) == before, "and writes nothing")
+    expect(not [n for n in os.listdir(work) if ".machofix-" in n], "and leaves no temporary file")
+
+
 def main():
     build, pte_writer, fixtures, work = [os.path.abspath(a) for a in sys.argv[1:5]]
     shutil.rmtree(work, ignore_errors=True)
@@ -99,6 +113,7 @@ def main():
                    check=True, capture_output=True)
     sample = os.path.join(work, "sample", "metal_model.pte")
     machofix = install(build, work)
+    check_missing_reader(machofix, fixtures, work)
     check_cmake(machofix, sample, fixtures, work)
     check_export_step(machofix, sample, fixtures, work)
     print(f"{len(FAILURES)} failures")
