@@ -12,11 +12,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <exception>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "core/pte.h"
@@ -454,19 +456,107 @@ uint64_t copy_chunk_at(uint64_t at) {
   return kCopyChunk - (at - at % page) % kCopyChunk;
 }
 
+// Copies the whole input to the output, chunk by chunk, on a thread of its own,
+// while the blobs are being rewritten. Usually every blob keeps its size, so the
+// output is the input with a few byte ranges replaced and this copy is most of the
+// work; starting it before the plan exists takes the plan (a few milliseconds of
+// pruning, signing and re-reading) off the critical path. When the plan moves
+// anything, the copy is stopped and the pieces are written as usual.
+class CopyAhead {
+ public:
+  CopyAhead(const MappedFile& input, AtomicOutput& output) : input_(input), output_(output) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~CopyAhead() { stop(); }
+  CopyAhead(const CopyAhead&) = delete;
+  CopyAhead& operator=(const CopyAhead&) = delete;
+
+  // Waits until [0, end) of the output holds the input's bytes; throws what made
+  // the copy fail.
+  void wait_until_copied(uint64_t end) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    progress_.wait(lock, [&] { return copied_ >= end || finished_; });
+    if (error_) std::rethrow_exception(error_);
+    if (copied_ < end) fail("internal error: the early copy stopped at " + hex(copied_));
+  }
+  // Stops copying (the output is about to be written another way) and waits for
+  // the thread.
+  void stop() {
+    stopping_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void run() {
+    uint64_t at = 0;
+    try {
+      for (uint64_t length = 0; at < input_.size() && !stopping_; at += length) {
+        length = std::min(copy_chunk_at(at), input_.size() - at);
+        output_.copy_from(input_.fd(), at, at, length);
+        std::lock_guard<std::mutex> lock(mutex_);
+        copied_ = at + length;
+        progress_.notify_all();
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      error_ = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    finished_ = true;
+    progress_.notify_all();
+  }
+
+  const MappedFile& input_;
+  AtomicOutput& output_;
+  std::thread thread_;
+  std::atomic<bool> stopping_{false};
+  std::mutex mutex_;
+  std::condition_variable progress_;
+  uint64_t copied_ = 0;
+  bool finished_ = false;
+  std::exception_ptr error_;
+};
+
+// Whether every copied piece stays where it was in the input and the size is
+// unchanged: then the early copy already holds every byte but the new ones.
+bool keeps_layout(const Plan& plan, uint64_t input_size) {
+  if (plan.output_size != input_size) return false;
+  return std::all_of(plan.pieces.begin(), plan.pieces.end(),
+                     [](const Piece& piece) { return !piece.in_at || *piece.in_at == piece.out_at; });
+}
+
+// Calls `chunk(out_at, in_at, length)` for each copy chunk of `piece`.
+template <typename OnChunk>
+void for_each_chunk(const Piece& piece, OnChunk chunk) {
+  for (uint64_t done = 0, length = 0; done < piece.length; done += length) {
+    length = std::min(copy_chunk_at(piece.out_at + done), piece.length - done);
+    chunk(piece.out_at + done, *piece.in_at + done, length);
+  }
+}
+
+void hand_to_checker(AtomicOutput& output, ChunkChecker& checker, uint64_t out_at, uint64_t in_at, uint64_t length) {
+  if (output.durable()) start_writeback(checker.fd(), out_at, length);
+  checker.submit({out_at, length, in_at, {}});
+}
+
 // Writes every piece; hands each copied chunk to `checker` once it is written.
-void write_pieces(const MappedFile& input, const Plan& plan, AtomicOutput& output, ChunkChecker& checker) {
+// With `ahead` (the layout is kept), the copies are ahead's: each piece waits for
+// it to pass, so that it never writes over new bytes.
+void write_pieces(const MappedFile& input, const Plan& plan, AtomicOutput& output, ChunkChecker& checker,
+                  CopyAhead* ahead) {
   for (const Piece& piece : plan.pieces) {
     if (!piece.in_at) {
+      if (ahead) ahead->wait_until_copied(piece.out_at + piece.length);
       output.write_at(piece.out_at, piece.bytes);
       continue;
     }
-    for (uint64_t done = 0, length = 0; done < piece.length; done += length) {
-      length = std::min(copy_chunk_at(piece.out_at + done), piece.length - done);
-      output.copy_from(input.fd(), *piece.in_at + done, piece.out_at + done, length);
-      if (output.durable()) start_writeback(checker.fd(), piece.out_at + done, length);
-      checker.submit({piece.out_at + done, length, *piece.in_at + done, {}});
-    }
+    for_each_chunk(piece, [&](uint64_t out_at, uint64_t in_at, uint64_t length) {
+      if (ahead)
+        ahead->wait_until_copied(out_at + length);
+      else
+        output.copy_from(input.fd(), in_at, out_at, length);
+      hand_to_checker(output, checker, out_at, in_at, length);
+    });
   }
 }
 
@@ -627,16 +717,27 @@ PteReport repair_pte(const MappedFile& input, const std::string& output_path, co
                      const BlobRewriter& rewrite) {
   Container container = read_container(input.bytes());
   PteReport report = describe(container);
+  bool writes = !dry_run && !output_path.empty();
+  bool in_place = writes && same_file(input, output_path);
+  // Replacing the input must survive a power loss; a new file beside it need not.
+  std::optional<AtomicOutput> output;
+  std::optional<CopyAhead> ahead;  // destroyed (stopped) before `output`
+  if (writes) {
+    output.emplace(output_path, input.mode(), /*durable=*/in_place);
+    output->truncate(input.size());
+    ahead.emplace(input, *output);
+  }
   Plan plan = make_plan(container, options, rewrite, report);
   // Unchanged: an identical copy for another path, nothing at all in place.
-  if (dry_run || output_path.empty() || (!plan.changed && same_file(input, output_path))) return report;
-  // Replacing the input must survive a power loss; a new file beside it need not.
-  AtomicOutput output(output_path, input.mode(), /*durable=*/same_file(input, output_path));
-  output.truncate(plan.output_size);
-  ChunkChecker checker(input.fd(), output.temp_path());
-  write_pieces(input, plan, output, checker);
-  verify_output(container, plan, output.temp_path(), checker);
-  output.commit();
+  if (!writes || (!plan.changed && in_place)) return report;
+  if (!keeps_layout(plan, input.size())) {
+    ahead.reset();
+    output->truncate(plan.output_size);
+  }
+  ChunkChecker checker(input.fd(), output->temp_path());
+  write_pieces(input, plan, *output, checker, ahead ? &*ahead : nullptr);
+  verify_output(container, plan, output->temp_path(), checker);
+  output->commit();
   report.written = true;
   return report;
 }
