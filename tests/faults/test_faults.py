@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Writes that fail, and a writer killed half-way: the input survives, nothing is left.
 
-    test_faults.py MACHOFIX MAKE_BIG_MACHO WORK_DIR
+    test_faults.py MACHOFIX MAKE_BIG_MACHO WORK_DIR [PTE_WRITER]
 
-For `machofix prune FILE -o OUT` and `machofix prune FILE --in-place`:
+For `machofix prune FILE -o OUT` and `machofix prune FILE --in-place`, FILE a dylib
+and (with PTE_WRITER) a .pte, whose copy starts on a thread of its own before its
+blob is rewritten (core/pte_repair.cc, CopyAhead):
   1. no space left on the device (a small tmpfs; needs mount permission, i.e. root:
      skipped with a visible message otherwise);
   2. RLIMIT_FSIZE below the output size, SIGXFSZ ignored, so the write fails with
@@ -25,6 +27,8 @@ import signal
 import subprocess
 import sys
 import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 failures = []
 skipped = []
@@ -84,7 +88,8 @@ def mount_tmpfs(directory, size):
 
 
 def no_space(machofix, small, work):
-    mount_point = os.path.join(work, "tmpfs")
+    ext = os.path.splitext(small)[1]
+    mount_point = os.path.join(work, "tmpfs" + ext)
     size = os.path.getsize(small)
     # Room for the input and a little more, not for a second copy.
     why = mount_tmpfs(mount_point, (size + (1 << 20)) // 4096 * 4096)
@@ -93,18 +98,20 @@ def no_space(machofix, small, work):
         print("SKIPPED: no space left on device: cannot mount a tmpfs (%s); needs root" % why)
         return
     try:
-        victim = os.path.join(mount_point, "victim.dylib")
+        victim = os.path.join(mount_point, "victim" + ext)
         shutil.copyfile(small, victim)
         before = sha256(victim)
         result = subprocess.run([machofix, "prune", victim, "--in-place"], capture_output=True, text=True)
-        expect_refused("ENOSPC --in-place", result, victim, "No space left on device", mount_point, ["victim.dylib"], before)
+        expect_refused("ENOSPC --in-place " + ext, result, victim, "No space left on device", mount_point,
+                       ["victim" + ext], before)
 
-        outside = os.path.join(fresh(os.path.join(work, "enospc-in")), "input.dylib")
+        outside = os.path.join(fresh(os.path.join(work, "enospc-in" + ext)), "input" + ext)
         shutil.copyfile(small, outside)
         before = sha256(outside)
-        out = os.path.join(mount_point, "out.dylib")
+        out = os.path.join(mount_point, "out" + ext)
         result = subprocess.run([machofix, "prune", outside, "-o", out], capture_output=True, text=True)
-        expect_refused("ENOSPC -o", result, outside, "No space left on device", mount_point, ["victim.dylib"], before, out)
+        expect_refused("ENOSPC -o " + ext, result, outside, "No space left on device", mount_point, ["victim" + ext],
+                       before, out)
     finally:
         subprocess.run(["umount", mount_point])
 
@@ -112,22 +119,23 @@ def no_space(machofix, small, work):
 # -------------------------------------------------------------------- RLIMIT_FSIZE
 
 def file_size_limit(machofix, small, work):
+    ext = os.path.splitext(small)[1]
     limit = os.path.getsize(small) // 2
 
     def limited():
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write then fails with EFBIG
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    directory = fresh(os.path.join(work, "fsize"))
-    victim = os.path.join(directory, "victim.dylib")
+    directory = fresh(os.path.join(work, "fsize" + ext))
+    victim = os.path.join(directory, "victim" + ext)
     shutil.copyfile(small, victim)
     before = sha256(victim)
-    out = os.path.join(directory, "out.dylib")
+    out = os.path.join(directory, "out" + ext)
     result = subprocess.run([machofix, "prune", victim, "-o", out], capture_output=True, text=True, preexec_fn=limited)
-    expect_refused("EFBIG -o", result, victim, "File too large", directory, ["victim.dylib"], before, out)
+    expect_refused("EFBIG -o " + ext, result, victim, "File too large", directory, ["victim" + ext], before, out)
     result = subprocess.run([machofix, "prune", victim, "--in-place"], capture_output=True, text=True,
                             preexec_fn=limited)
-    expect_refused("EFBIG --in-place", result, victim, "File too large", directory, ["victim.dylib"], before)
+    expect_refused("EFBIG --in-place " + ext, result, victim, "File too large", directory, ["victim" + ext], before)
 
 
 # ------------------------------------------------------------------------ SIGKILL
@@ -200,18 +208,26 @@ def killed(machofix, big, work):
 
 
 def main(argv):
-    if len(argv) != 3:
+    if len(argv) not in (3, 4):
         print(__doc__, file=sys.stderr)
         return 2
-    machofix, make_big, work = (os.path.abspath(a) for a in argv)
+    machofix, make_big, work = (os.path.abspath(a) for a in argv[:3])
     fresh(work)
     small = os.path.join(work, "small.dylib")
     big = os.path.join(work, "big.dylib")
     subprocess.run([make_big, small, "8"], check=True)
     subprocess.run([make_big, big, os.environ.get("MACHOFIX_FAULT_MB", "256")], check=True)
 
-    no_space(machofix, small, work)
-    file_size_limit(machofix, small, work)
+    smalls = [small]
+    if len(argv) == 4:
+        blobs = os.path.join(work, "blobs")
+        subprocess.run([os.path.join(ROOT, "tests", "pte", "make_blobs.sh"), blobs], check=True, capture_output=True)
+        small_pte = os.path.join(work, "small.pte")
+        subprocess.run([os.path.abspath(argv[3]), "big", blobs, small_pte, str(8 << 20), "4096"], check=True)
+        smalls.append(small_pte)
+    for each in smalls:
+        no_space(machofix, each, work)
+        file_size_limit(machofix, each, work)
     killed(machofix, big, work)
 
     for what in skipped:
