@@ -395,6 +395,11 @@ class ChunkChecker {
     queue_.push_back(chunk);
     wake_.notify_one();
   }
+  // Waits until every chunk submitted so far is compared (the thread goes on).
+  void wait_idle() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    idle_.wait(lock, [this] { return queue_.empty() && !busy_; });
+  }
   // Waits for every submitted chunk; throws the first mismatch.
   void finish() {
     stop();
@@ -419,13 +424,18 @@ class ChunkChecker {
         if (queue_.empty()) return;
         chunk = queue_.front();
         queue_.pop_front();
+        busy_ = true;
       }
-      if (error_) continue;  // drain: the first mismatch is the one reported
-      try {
-        compare_copied(input_fd_, fd_, chunk);
-      } catch (...) {
-        error_ = std::current_exception();
+      if (!error_) {  // else drain: the first mismatch is the one reported
+        try {
+          compare_copied(input_fd_, fd_, chunk);
+        } catch (...) {
+          error_ = std::current_exception();
+        }
       }
+      std::lock_guard<std::mutex> lock(mutex_);
+      busy_ = false;
+      idle_.notify_all();
     }
   }
 
@@ -434,7 +444,9 @@ class ChunkChecker {
   std::thread thread_;
   std::mutex mutex_;
   std::condition_variable wake_;
+  std::condition_variable idle_;
   std::deque<Piece> queue_;
+  bool busy_ = false;  // a chunk is being compared
   bool closing_ = false;
   std::exception_ptr error_;  // written by the thread, read after join
 };
@@ -456,15 +468,24 @@ uint64_t copy_chunk_at(uint64_t at) {
   return kCopyChunk - (at - at % page) % kCopyChunk;
 }
 
+// Hands a chunk just copied from in_at to out_at to `checker`.
+void hand_to_checker(AtomicOutput& output, ChunkChecker& checker, uint64_t out_at, uint64_t in_at, uint64_t length) {
+  if (output.durable()) start_writeback(checker.fd(), out_at, length);
+  checker.submit({out_at, length, in_at, {}});
+}
+
 // Copies the whole input to the output, chunk by chunk, on a thread of its own,
-// while the blobs are being rewritten. Usually every blob keeps its size, so the
-// output is the input with a few byte ranges replaced and this copy is most of the
-// work; starting it before the plan exists takes the plan (a few milliseconds of
-// pruning, signing and re-reading) off the critical path. When the plan moves
-// anything, the copy is stopped and the pieces are written as usual.
+// while the blobs are being rewritten, and hands each chunk to the checker as it
+// goes. Usually every blob keeps its size, so the output is the input with a few
+// byte ranges replaced and this copy is most of the work; starting it before the
+// plan exists takes the plan (a few milliseconds of pruning, signing and
+// re-reading) off the critical path. When the plan keeps every segment in place,
+// the new bytes are written once all of it is copied and compared; otherwise the
+// copy is stopped and the pieces are written as usual.
 class CopyAhead {
  public:
-  CopyAhead(const MappedFile& input, AtomicOutput& output) : input_(input), output_(output) {
+  CopyAhead(const MappedFile& input, AtomicOutput& output, ChunkChecker& checker)
+      : input_(input), output_(output), checker_(checker) {
     thread_ = std::thread([this] { run(); });
   }
   ~CopyAhead() { stop(); }
@@ -493,6 +514,7 @@ class CopyAhead {
       for (uint64_t length = 0; at < input_.size() && !stopping_; at += length) {
         length = std::min(copy_chunk_at(at), input_.size() - at);
         output_.copy_from(input_.fd(), at, at, length);
+        hand_to_checker(output_, checker_, at, at, length);
         std::lock_guard<std::mutex> lock(mutex_);
         copied_ = at + length;
         progress_.notify_all();
@@ -508,6 +530,7 @@ class CopyAhead {
 
   const MappedFile& input_;
   AtomicOutput& output_;
+  ChunkChecker& checker_;
   std::thread thread_;
   std::atomic<bool> stopping_{false};
   std::mutex mutex_;
@@ -534,30 +557,29 @@ void for_each_chunk(const Piece& piece, OnChunk chunk) {
   }
 }
 
-void hand_to_checker(AtomicOutput& output, ChunkChecker& checker, uint64_t out_at, uint64_t in_at, uint64_t length) {
-  if (output.durable()) start_writeback(checker.fd(), out_at, length);
-  checker.submit({out_at, length, in_at, {}});
-}
-
 // Writes every piece; hands each copied chunk to `checker` once it is written.
-// With `ahead` (the layout is kept), the copies are ahead's: each piece waits for
-// it to pass, so that it never writes over new bytes.
-void write_pieces(const MappedFile& input, const Plan& plan, AtomicOutput& output, ChunkChecker& checker,
-                  CopyAhead* ahead) {
+void write_pieces(const MappedFile& input, const Plan& plan, AtomicOutput& output, ChunkChecker& checker) {
   for (const Piece& piece : plan.pieces) {
     if (!piece.in_at) {
-      if (ahead) ahead->wait_until_copied(piece.out_at + piece.length);
       output.write_at(piece.out_at, piece.bytes);
       continue;
     }
     for_each_chunk(piece, [&](uint64_t out_at, uint64_t in_at, uint64_t length) {
-      if (ahead)
-        ahead->wait_until_copied(out_at + length);
-      else
-        output.copy_from(input.fd(), in_at, out_at, length);
+      output.copy_from(input.fd(), in_at, out_at, length);
       hand_to_checker(output, checker, out_at, in_at, length);
     });
   }
+}
+
+// The layout is kept: `ahead` copies (and has compared) every byte where it
+// belongs; only the new bytes remain, written once the copy and its comparison
+// are done, so that neither can see them.
+void write_new_bytes(const Plan& plan, uint64_t input_size, AtomicOutput& output, ChunkChecker& checker,
+                     CopyAhead& ahead) {
+  ahead.wait_until_copied(input_size);
+  checker.wait_idle();
+  for (const Piece& piece : plan.pieces)
+    if (!piece.in_at) output.write_at(piece.out_at, piece.bytes);
 }
 
 bool same_file(const MappedFile& input, const std::string& path) {
@@ -720,23 +742,29 @@ PteReport repair_pte(const MappedFile& input, const std::string& output_path, co
   bool writes = !dry_run && !output_path.empty();
   bool in_place = writes && same_file(input, output_path);
   // Replacing the input must survive a power loss; a new file beside it need not.
+  // Destroyed in reverse: the copy stops, then the checker, then the temporary
+  // file goes unless committed.
   std::optional<AtomicOutput> output;
-  std::optional<CopyAhead> ahead;  // destroyed (stopped) before `output`
+  std::optional<ChunkChecker> checker;
+  std::optional<CopyAhead> ahead;
   if (writes) {
     output.emplace(output_path, input.mode(), /*durable=*/in_place);
     output->truncate(input.size());
-    ahead.emplace(input, *output);
+    checker.emplace(input.fd(), output->temp_path());
+    ahead.emplace(input, *output, *checker);
   }
   Plan plan = make_plan(container, options, rewrite, report);
   // Unchanged: an identical copy for another path, nothing at all in place.
   if (!writes || (!plan.changed && in_place)) return report;
-  if (!keeps_layout(plan, input.size())) {
+  if (keeps_layout(plan, input.size())) {
+    write_new_bytes(plan, input.size(), *output, *checker, *ahead);
+  } else {
     ahead.reset();
+    checker->wait_idle();  // nothing may still be mapping past the new end
     output->truncate(plan.output_size);
+    write_pieces(input, plan, *output, *checker);
   }
-  ChunkChecker checker(input.fd(), output->temp_path());
-  write_pieces(input, plan, *output, checker, ahead ? &*ahead : nullptr);
-  verify_output(container, plan, output->temp_path(), checker);
+  verify_output(container, plan, output->temp_path(), *checker);
   output->commit();
   report.written = true;
   return report;
