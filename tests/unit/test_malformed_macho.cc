@@ -13,16 +13,16 @@
 #include "core/macho_format.h"
 #include "core/macho_repair.h"
 #include "core/prune.h"
+#include "fuzz/sample_images.h"
 #include "tests/support/macho_builder.h"
 
 using namespace machofix;
 using namespace machofix::test;
+using machofix::samples::kFoo;
+using machofix::samples::kSystem;
+using machofix::samples::kUnused;
 
 namespace {
-
-const char* const kSystem = "/usr/lib/libSystem.B.dylib";
-const char* const kUnused = "/usr/lib/libunused.dylib";
-const char* const kFoo = "/usr/lib/libfoo.dylib";
 
 struct Outcome {
   bool ok = false;
@@ -73,45 +73,15 @@ bool contains(const std::string& text, const std::string& part) { return text.fi
 
 namespace {
 
-// Everything a dyld-info file has: bind, lazy bind and an export trie with a
-// re-export, a symbol table; libunused (2) is removable.
-struct DyldInfoFile {
-  BindStream bind, lazy;
-  Trie trie = make_trie({{"_mine", 0, 0x10, 0, 0, ""}, {"_reexported", macho::EXPORT_SYMBOL_FLAGS_REEXPORT, 0, 3, 0, "_foo"}});
-  DyldInfoFile() {
-    bind.bind(1, "_malloc").bind(3, "_foo_data").done();
-    lazy.lazy(1, "_free").lazy(3, "_foo");
-  }
-  MachOBuilder builder() const {
-    return MachOBuilder()
-        .id_dylib("/usr/lib/libme.dylib")
-        .dyld_info({{}, bind, {}, lazy, trie.bytes})
-        .symtab()
-        .load_dylib(kSystem)
-        .load_dylib(kUnused)
-        .load_dylib(kFoo)
-        .uuid()
-        .defined("_mine", 0x10)
-        .undefined("_malloc", 1)
-        .undefined("_foo_data", 3)
-        .undefined("_free", 1)
-        .undefined("_foo", 3);
-  }
-};
+// The shared sample images (fuzz/sample_images.h), without their header padding,
+// so that the load commands end where the offsets below expect them.
+// dyld-info: bind, lazy bind and an export trie with a re-export, a symbol table;
+// libunused (2) is removable.
+MachOBuilder dyld_info_builder() { return samples::dyld_info_dylib().header_padding(0); }
 
-// A chained-fixups file (format 2) with an LC_DYLD_EXPORTS_TRIE re-export.
+// Chained fixups (format 2 by default) with an LC_DYLD_EXPORTS_TRIE re-export.
 MachOBuilder chained_builder(uint32_t format = macho::DYLD_CHAINED_IMPORT_ADDEND) {
-  return MachOBuilder()
-      .id_dylib("/usr/lib/libme.dylib")
-      .chained_fixups(format, {{1, "_malloc"}, {3, "_foo", true, 8}, {macho::BIND_SPECIAL_DYLIB_WEAK_LOOKUP, "_weakdef"}})
-      .exports_trie(reexport_trie("_reexported", 3, "_foo").bytes)
-      .symtab()
-      .load_dylib(kSystem)
-      .load_dylib(kUnused)
-      .load_dylib(kFoo)
-      .undefined("_malloc", 1)
-      .undefined("_foo", 3)
-      .undefined("_weakdef", 3);
+  return samples::chained_dylib(format).header_padding(0);
 }
 
 // A three-dylib image whose only ordinals are in this bind stream.
@@ -173,26 +143,25 @@ uint64_t field(const Image& image, uint32_t cmd, uint64_t at, size_t nth = 0) { 
 // =========================================================== truncation
 
 TEST_CASE("truncation at every byte: a clean Error naming the structure cut off, or success if nothing needed is cut") {
-  DyldInfoFile dyld_info;
   SUBCASE("dyld-info file with __TEXT/__LINKEDIT: the segment whose contents are cut") {
-    check_every_truncation(dyld_info.builder().build());
+    check_every_truncation(dyld_info_builder().build());
   }
   SUBCASE("dyld-info file without segments: the command field pointing at the blob that is cut") {
-    check_every_truncation(dyld_info.builder().without_segments().build());
+    check_every_truncation(dyld_info_builder().without_segments().build());
   }
   SUBCASE("chained-fixups file with segments") { check_every_truncation(chained_builder().build()); }
   SUBCASE("chained-fixups file without segments") { check_every_truncation(chained_builder().without_segments().build()); }
 }
 
 TEST_CASE("truncation: the padding after the last LINKEDIT blob is not needed") {
-  Image image = DyldInfoFile().builder().without_segments().build();
+  Image image = dyld_info_builder().without_segments().build();
   REQUIRE(image.strings.end() < image.size());  // the string table is followed by padding
   CHECK(run(image.prefix(image.strings.end())).ok);
   CHECK_MALFORMED(image.prefix(image.strings.end() - 1), field(image, macho::LC_SYMTAB, 16), "string table");
 }
 
 TEST_CASE("truncation: each LINKEDIT blob cut by one byte names its own load command field") {
-  Image image = DyldInfoFile().builder().without_segments().build();
+  Image image = dyld_info_builder().without_segments().build();
   // Every blob moved to the end of a file cut just before its last byte.
   const CommandInfo& info = image.command(macho::LC_DYLD_INFO_ONLY);
   for (const BlobField& blob : info.blobs) {
@@ -204,7 +173,7 @@ TEST_CASE("truncation: each LINKEDIT blob cut by one byte names its own load com
 }
 
 TEST_CASE("offsets are absolute: a slice at file offset 0x4000 reports 0x4000 + its own offset") {
-  Image image = DyldInfoFile().builder().build();
+  Image image = dyld_info_builder().build();
   image.put32(image.symbol_offsets[2] + 6, 0x0900);  // n_desc ordinal 9 of 3
   Outcome outcome = run(image.bytes, 0x4000);
   CHECK(outcome.offset.value_or(0) == 0x4000 + image.symbol_offsets[2] + 7);
@@ -212,7 +181,7 @@ TEST_CASE("offsets are absolute: a slice at file offset 0x4000 reports 0x4000 + 
 }
 
 TEST_CASE("a malformed slice of a universal file: the Error names the slice and the absolute offset") {
-  Image image = DyldInfoFile().builder().build();
+  Image image = dyld_info_builder().build();
   image.put8(image.symbol_offsets[2] + 7, 9);
   std::vector<uint8_t> fat(0x4000, 0);
   write_u32(fat, 0, __builtin_bswap32(macho::FAT_MAGIC));
@@ -236,7 +205,7 @@ TEST_CASE("a malformed slice of a universal file: the Error names the slice and 
 // =============================================================== header
 
 TEST_CASE("header: bad magic") {
-  Image image = DyldInfoFile().builder().build();
+  Image image = dyld_info_builder().build();
   SUBCASE("not Mach-O") { CHECK_MALFORMED(image.put32(0, 0x12345678).bytes, 0, "not a Mach-O file (magic 0x12345678)"); }
   SUBCASE("32-bit") { CHECK_MALFORMED(image.put32(0, macho::MH_MAGIC).bytes, 0, "32-bit Mach-O is not supported"); }
   SUBCASE("big-endian") { CHECK_MALFORMED(image.put32(0, macho::MH_CIGAM_64).bytes, 0, "big-endian Mach-O is not supported"); }
@@ -244,66 +213,66 @@ TEST_CASE("header: bad magic") {
 }
 
 TEST_CASE("header: an unsupported file type (MH_OBJECT)") {
-  Image image = DyldInfoFile().builder().filetype(MH_OBJECT).build();
+  Image image = dyld_info_builder().filetype(MH_OBJECT).build();
   CHECK_MALFORMED(image.bytes, 12, "Mach-O file type 1 is not supported");
 }
 
 TEST_CASE("header: sizeofcmds past the end of the file") {
-  Image image = DyldInfoFile().builder().build();
+  Image image = dyld_info_builder().build();
   uint32_t too_big = static_cast<uint32_t>(image.size());
-  CHECK_MALFORMED(DyldInfoFile().builder().override_sizeofcmds(too_big).build().bytes, 20,
+  CHECK_MALFORMED(dyld_info_builder().override_sizeofcmds(too_big).build().bytes, 20,
                   "sizeofcmds " + std::to_string(too_big) + " runs past the end of the file");
-  CHECK_MALFORMED(DyldInfoFile().builder().override_sizeofcmds(UINT32_MAX).build().bytes, 20, "runs past the end of the file");
+  CHECK_MALFORMED(dyld_info_builder().override_sizeofcmds(UINT32_MAX).build().bytes, 20, "runs past the end of the file");
 }
 
 TEST_CASE("header: ncmds too large") {
-  Image image = DyldInfoFile().builder().build();
+  Image image = dyld_info_builder().build();
   SUBCASE("more than sizeofcmds can hold") {
     uint32_t ncmds = image.sizeofcmds / 8 + 1;
-    CHECK_MALFORMED(DyldInfoFile().builder().override_ncmds(ncmds).build().bytes, 16,
+    CHECK_MALFORMED(dyld_info_builder().override_ncmds(ncmds).build().bytes, 16,
                     "ncmds " + std::to_string(ncmds) + " cannot fit in sizeofcmds " + std::to_string(image.sizeofcmds));
   }
-  SUBCASE("UINT32_MAX") { CHECK_MALFORMED(DyldInfoFile().builder().override_ncmds(UINT32_MAX).build().bytes, 16, "cannot fit"); }
+  SUBCASE("UINT32_MAX") { CHECK_MALFORMED(dyld_info_builder().override_ncmds(UINT32_MAX).build().bytes, 16, "cannot fit"); }
   SUBCASE("one more than there are: the extra command starts at the end of sizeofcmds") {
-    Image extra = DyldInfoFile().builder().override_ncmds(image.ncmds + 1).build();
+    Image extra = dyld_info_builder().override_ncmds(image.ncmds + 1).build();
     CHECK_MALFORMED(extra.bytes, extra.load_commands_end(), "load command " + std::to_string(image.ncmds) + " runs past sizeofcmds");
   }
   SUBCASE("one more, with sizeofcmds covering zero padding: a command of size 0") {
-    Image extra = DyldInfoFile().builder().header_padding(16).override_ncmds(image.ncmds + 1)
+    Image extra = dyld_info_builder().header_padding(16).override_ncmds(image.ncmds + 1)
                       .override_sizeofcmds(image.sizeofcmds + 16).build();
     CHECK_MALFORMED(extra.bytes, extra.load_commands_end() + 4, "has cmdsize 0");
   }
 }
 
 TEST_CASE("load commands: cmdsize 0, not a multiple of 8, past sizeofcmds") {
-  Image image = DyldInfoFile().builder().build();
+  Image image = dyld_info_builder().build();
   size_t index = image.command_index(macho::LC_LOAD_DYLIB, 1);
   uint64_t at = image.commands[index].offset + 4;
   std::string name = "load command " + std::to_string(index);
   SUBCASE("0") {
-    CHECK_MALFORMED(DyldInfoFile().builder().override_cmdsize(index, 0).build().bytes, at,
+    CHECK_MALFORMED(dyld_info_builder().override_cmdsize(index, 0).build().bytes, at,
                     name + " has cmdsize 0 (must be a nonzero multiple of 8)");
   }
   SUBCASE("4 (below the 8-byte load_command)") {
-    CHECK_MALFORMED(DyldInfoFile().builder().override_cmdsize(index, 4).build().bytes, at, name + " has cmdsize 4");
+    CHECK_MALFORMED(dyld_info_builder().override_cmdsize(index, 4).build().bytes, at, name + " has cmdsize 4");
   }
   SUBCASE("not a multiple of 8") {
     uint32_t odd = image.commands[index].size - 4;
-    CHECK_MALFORMED(DyldInfoFile().builder().override_cmdsize(index, odd).build().bytes, at,
+    CHECK_MALFORMED(dyld_info_builder().override_cmdsize(index, odd).build().bytes, at,
                     name + " has cmdsize " + std::to_string(odd));
   }
   SUBCASE("the last command runs past sizeofcmds") {
     size_t last = image.commands.size() - 1;
     uint32_t size = image.commands[last].size + 8;
-    CHECK_MALFORMED(DyldInfoFile().builder().override_cmdsize(last, size).build().bytes, image.commands[last].offset + 4,
+    CHECK_MALFORMED(dyld_info_builder().override_cmdsize(last, size).build().bytes, image.commands[last].offset + 4,
                     "load command " + std::to_string(last) + " (cmdsize " + std::to_string(size) + ") runs past sizeofcmds");
   }
   SUBCASE("a huge cmdsize") {
-    CHECK_MALFORMED(DyldInfoFile().builder().override_cmdsize(index, 0xfffffff8).build().bytes, at, "runs past sizeofcmds");
+    CHECK_MALFORMED(dyld_info_builder().override_cmdsize(index, 0xfffffff8).build().bytes, at, "runs past sizeofcmds");
   }
   SUBCASE("sizeofcmds cuts the last command") {
     size_t last = image.commands.size() - 1;
-    CHECK_MALFORMED(DyldInfoFile().builder().override_sizeofcmds(image.sizeofcmds - 8).build().bytes,
+    CHECK_MALFORMED(dyld_info_builder().override_sizeofcmds(image.sizeofcmds - 8).build().bytes,
                     image.commands[last].offset + 4, "runs past sizeofcmds");
   }
 }
@@ -340,7 +309,7 @@ TEST_CASE("load commands: cmdsize smaller than the command's own structure") {
 }
 
 TEST_CASE("segments: contents past the end of the file, too many sections") {
-  Image image = DyldInfoFile().builder().build();
+  Image image = dyld_info_builder().build();
   SUBCASE("__LINKEDIT filesize") {
     uint64_t at = image.commands[1].offset;
     CHECK_MALFORMED(image.put64(at + 48, image.linkedit.size + 1).bytes, at + 40, "segment __LINKEDIT (fileoff");
@@ -358,7 +327,7 @@ TEST_CASE("segments: contents past the end of the file, too many sections") {
 // ======================================================== dylib commands
 
 TEST_CASE("dylib commands: name offset outside the command") {
-  Image image = DyldInfoFile().builder().build();
+  Image image = dyld_info_builder().build();
   const CommandInfo& dylib = image.dylib(2);
   SUBCASE("past the end") {
     CHECK_MALFORMED(image.put32(dylib.offset + 8, dylib.size).bytes, dylib.offset + 8,
@@ -377,7 +346,7 @@ TEST_CASE("dylib commands: name offset outside the command") {
 }
 
 TEST_CASE("dylib commands: install name not NUL-terminated inside the command") {
-  Image image = DyldInfoFile().builder().build();
+  Image image = dyld_info_builder().build();
   SUBCASE("dependent dylib") {
     const CommandInfo& dylib = image.dylib(3);
     CHECK_MALFORMED(image.fill(dylib.offset + 24, dylib.size - 24, 'x').bytes, dylib.offset + 24,
@@ -392,23 +361,23 @@ TEST_CASE("dylib commands: install name not NUL-terminated inside the command") 
 // ============================================================ duplicates
 
 TEST_CASE("duplicate LC_SYMTAB") {
-  Image image = DyldInfoFile().builder().symtab().build();
+  Image image = dyld_info_builder().symtab().build();
   CHECK_MALFORMED(image.bytes, image.command(macho::LC_SYMTAB, 1).offset, "duplicate LC_SYMTAB");
 }
 
 TEST_CASE("duplicate LC_DYLD_INFO") {
   SUBCASE("two LC_DYLD_INFO_ONLY") {
-    Image image = DyldInfoFile().builder().dyld_info({}).build();
+    Image image = dyld_info_builder().dyld_info({}).build();
     CHECK_MALFORMED(image.bytes, image.command(macho::LC_DYLD_INFO_ONLY, 1).offset, "duplicate LC_DYLD_INFO");
   }
   SUBCASE("LC_DYLD_INFO_ONLY and LC_DYLD_INFO") {
-    Image image = DyldInfoFile().builder().dyld_info({}, macho::LC_DYLD_INFO).build();
+    Image image = dyld_info_builder().dyld_info({}, macho::LC_DYLD_INFO).build();
     CHECK_MALFORMED(image.bytes, image.command(macho::LC_DYLD_INFO).offset, "duplicate LC_DYLD_INFO");
   }
 }
 
 TEST_CASE("duplicate LC_ID_DYLIB") {
-  Image image = DyldInfoFile().builder().id_dylib("/usr/lib/libother.dylib").build();
+  Image image = dyld_info_builder().id_dylib("/usr/lib/libother.dylib").build();
   CHECK_MALFORMED(image.bytes, image.command(macho::LC_ID_DYLIB, 1).offset, "duplicate LC_ID_DYLIB");
 }
 
@@ -426,7 +395,7 @@ TEST_CASE("duplicate LC_DYLD_CHAINED_FIXUPS and LC_DYLD_EXPORTS_TRIE") {
 // ========================================================== symbol table
 
 TEST_CASE("symbol table: entries or strings past the end of the file") {
-  Image image = DyldInfoFile().builder().build();
+  Image image = dyld_info_builder().build();
   uint64_t symtab = image.command(macho::LC_SYMTAB).offset;
   SUBCASE("nsyms one too many") {
     uint32_t nsyms = image.get32(symtab + 12) + static_cast<uint32_t>((image.size() - image.symbols.offset) / 16) + 1;
@@ -442,7 +411,7 @@ TEST_CASE("symbol table: entries or strings past the end of the file") {
 }
 
 TEST_CASE("symbol table: a string index outside the string table") {
-  Image image = DyldInfoFile().builder().build();
+  Image image = dyld_info_builder().build();
   uint32_t strsize = static_cast<uint32_t>(image.strings.size);
   SUBCASE("just past the end") {
     CHECK_MALFORMED(image.put32(image.symbol_offsets[2], strsize).bytes, image.symbol_offsets[2],
@@ -454,7 +423,7 @@ TEST_CASE("symbol table: a string index outside the string table") {
 }
 
 TEST_CASE("symbol table: the last name not NUL-terminated inside the string table") {
-  Image image = DyldInfoFile().builder().build();
+  Image image = dyld_info_builder().build();
   uint64_t symtab = image.command(macho::LC_SYMTAB).offset;
   image.put32(symtab + 20, static_cast<uint32_t>(image.strings.size - 1));  // cut "_foo"'s NUL
   CHECK_MALFORMED(image.bytes, image.name_offsets.back(), "symbol name is not NUL-terminated");
@@ -464,7 +433,7 @@ TEST_CASE("symbol table: the last name not NUL-terminated inside the string tabl
 
 TEST_CASE("ordinals beyond the dylib count") {
   SUBCASE("n_desc") {
-    Image image = DyldInfoFile().builder().build();
+    Image image = dyld_info_builder().build();
     uint64_t at = image.symbol_offsets[2] + 7;
     CHECK_MALFORMED(image.put8(at, 4).bytes, at, "library ordinal 4 is beyond the 3 dependent dylibs");
     CHECK_MALFORMED(image.put8(at, 0xfd).bytes, at, "library ordinal 253 is beyond the 3 dependent dylibs");
@@ -612,7 +581,7 @@ TEST_CASE("bind opcodes: unknown opcodes and misuse") {
 }
 
 TEST_CASE("LC_DYLD_INFO ranges past the end of the file") {
-  Image image = DyldInfoFile().builder().build();
+  Image image = dyld_info_builder().build();
   uint64_t command = image.command(macho::LC_DYLD_INFO_ONLY).offset;
   SUBCASE("bind size") { CHECK_MALFORMED(image.put32(command + 20, 0x10000).bytes, command + 16, "bind info (offset"); }
   SUBCASE("lazy bind offset") { CHECK_MALFORMED(image.put32(command + 32, 0xfffffff0).bytes, command + 32, "lazy bind info"); }
@@ -785,7 +754,7 @@ TEST_CASE("exports trie: terminal contents longer than the terminal size are an 
 // ============================================ overlapping structures
 
 TEST_CASE("sizeofcmds covering zero padding after the last command is accepted and pruned") {
-  Image image = DyldInfoFile().builder().header_padding(64).override_sizeofcmds(DyldInfoFile().builder().build().sizeofcmds + 64).build();
+  Image image = dyld_info_builder().header_padding(64).override_sizeofcmds(dyld_info_builder().build().sizeofcmds + 64).build();
   Outcome outcome = run(image.bytes);
   INFO(outcome.described);
   CHECK(outcome.ok);
@@ -799,9 +768,9 @@ TEST_CASE("sizeofcmds covering zero padding after the last command is accepted a
 // 4"). Expected: parse_macho rejects load commands that overlap the first section
 // or a LINKEDIT blob, at offset 20 (sizeofcmds).
 TEST_CASE("sizeofcmds reaching into section data is an error naming sizeofcmds") {
-  Image plain = DyldInfoFile().builder().build();
+  Image plain = dyld_info_builder().build();
   uint32_t sizeofcmds = static_cast<uint32_t>(plain.linkedit.offset + 16 - macho::kHeaderSize64);  // __text and 16 bytes of LINKEDIT
-  Image image = DyldInfoFile().builder().override_sizeofcmds(sizeofcmds).build();
+  Image image = dyld_info_builder().override_sizeofcmds(sizeofcmds).build();
   CHECK_MALFORMED(image.bytes, 20, "sizeofcmds");
 }
 
@@ -812,7 +781,7 @@ TEST_CASE("sizeofcmds reaching into section data is an error naming sizeofcmds")
 // without an offset ("symtab import b/libfoo.dylib bound to ... before and to ...
 // after"). Expected: an Error at the LC_SYMTAB stroff field.
 TEST_CASE("a string table overlapping the load commands is an error") {
-  Image image = DyldInfoFile().builder().build();
+  Image image = dyld_info_builder().build();
   uint64_t symtab = image.command(macho::LC_SYMTAB).offset;
   image.put32(symtab + 16, static_cast<uint32_t>(image.dylib(3).offset + 24 - 1));  // names read from libfoo's command
   CHECK_MALFORMED(image.bytes, symtab + 16, "string table");
@@ -824,7 +793,7 @@ TEST_CASE("a string table overlapping the load commands is an error") {
 // verify_prune fails without an offset. Expected: an Error at the stroff field
 // (dyld rejects overlapping LINKEDIT content too).
 TEST_CASE("a string table overlapping the symbol table is an error") {
-  Image image = DyldInfoFile().builder().build();
+  Image image = dyld_info_builder().build();
   uint64_t symtab = image.command(macho::LC_SYMTAB).offset;
   uint64_t strx = image.name_offsets[2] - image.strings.offset;
   image.put32(symtab + 16, static_cast<uint32_t>(image.symbol_offsets[2] + 7 - strx));
@@ -880,7 +849,7 @@ void check_single_byte_mutations(const Image& image) {
 }  // namespace
 
 TEST_CASE("single-byte mutations anywhere: success or an Error, never a crash or another exception") {
-  SUBCASE("dyld-info file") { check_single_byte_mutations(DyldInfoFile().builder().build()); }
+  SUBCASE("dyld-info file") { check_single_byte_mutations(dyld_info_builder().build()); }
   SUBCASE("chained-fixups file") { check_single_byte_mutations(chained_builder().build()); }
   SUBCASE("chained-fixups file, format 3") { check_single_byte_mutations(chained_builder(macho::DYLD_CHAINED_IMPORT_ADDEND64).build()); }
 }
