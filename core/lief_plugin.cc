@@ -21,17 +21,11 @@ int report_error(const std::string& message, char* error, size_t error_size) {
   return 1;
 }
 
-bool is_dependent_dylib(LIEF::MachO::LOAD_COMMAND_TYPES type) {
-  using LIEF::MachO::LOAD_COMMAND_TYPES;
-  return type == LOAD_COMMAND_TYPES::LC_LOAD_DYLIB || type == LOAD_COMMAND_TYPES::LC_LOAD_WEAK_DYLIB ||
-         type == LOAD_COMMAND_TYPES::LC_REEXPORT_DYLIB || type == LOAD_COMMAND_TYPES::LC_LOAD_UPWARD_DYLIB;
-}
-
 void report(const LIEF::MachO::Binary& binary, const MachofixLiefVisitor& visitor) {
   for (const LIEF::MachO::LoadCommand& command : binary.commands()) {
-    const char* dylib_name = nullptr;
-    if (is_dependent_dylib(command.command()))
-      dylib_name = static_cast<const LIEF::MachO::DylibCommand&>(command).name().c_str();
+    // Which commands are dependencies is core/lief_check.cc's to decide.
+    const auto* dylib = dynamic_cast<const LIEF::MachO::DylibCommand*>(&command);
+    const char* dylib_name = dylib ? dylib->name().c_str() : nullptr;
     visitor.command(visitor.context, static_cast<uint32_t>(command.command()), command.command_offset(),
                     command.size(), dylib_name);
   }

@@ -19,8 +19,8 @@ extern "C" {
 // only record; they never fail.
 struct MachofixLiefVisitor {
   void* context;
-  // Each load command in order; dylib_name is the install name of an
-  // LC_LOAD_DYLIB-like command, else NULL.
+  // Each load command in order; dylib_name is the install name of a command LIEF
+  // reads as a dylib command (LC_ID_DYLIB, LC_LOAD_DYLIB and its kin), else NULL.
   void (*command)(void* context, uint32_t cmd, uint64_t offset, uint32_t size, const char* dylib_name);
   // Each symbol table entry, as LIEF reads it.
   void (*symbol)(void* context, const char* name, uint8_t type, uint16_t description, uint64_t value);

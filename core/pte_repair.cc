@@ -492,13 +492,11 @@ class CopyAhead {
   CopyAhead(const CopyAhead&) = delete;
   CopyAhead& operator=(const CopyAhead&) = delete;
 
-  // Waits until [0, end) of the output holds the input's bytes; throws what made
-  // the copy fail.
-  void wait_until_copied(uint64_t end) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    progress_.wait(lock, [&] { return copied_ >= end || finished_; });
+  // Waits until the whole input is copied; throws what made the copy fail.
+  void finish() {
+    if (thread_.joinable()) thread_.join();
     if (error_) std::rethrow_exception(error_);
-    if (copied_ < end) fail("internal error: the early copy stopped at " + hex(copied_));
+    if (copied_ != input_.size()) fail("internal error: the early copy stopped at " + hex(copied_));
   }
   // Stops copying (the output is about to be written another way) and waits for
   // the thread.
@@ -509,23 +507,15 @@ class CopyAhead {
 
  private:
   void run() {
-    uint64_t at = 0;
     try {
-      for (uint64_t length = 0; at < input_.size() && !stopping_; at += length) {
-        length = std::min(copy_chunk_at(at), input_.size() - at);
-        output_.copy_from(input_.fd(), at, at, length);
-        hand_to_checker(output_, checker_, at, at, length);
-        std::lock_guard<std::mutex> lock(mutex_);
-        copied_ = at + length;
-        progress_.notify_all();
+      for (uint64_t length = 0; copied_ < input_.size() && !stopping_; copied_ += length) {
+        length = std::min(copy_chunk_at(copied_), input_.size() - copied_);
+        output_.copy_from(input_.fd(), copied_, copied_, length);
+        hand_to_checker(output_, checker_, copied_, copied_, length);
       }
     } catch (...) {
-      std::lock_guard<std::mutex> lock(mutex_);
       error_ = std::current_exception();
     }
-    std::lock_guard<std::mutex> lock(mutex_);
-    finished_ = true;
-    progress_.notify_all();
   }
 
   const MappedFile& input_;
@@ -533,11 +523,8 @@ class CopyAhead {
   ChunkChecker& checker_;
   std::thread thread_;
   std::atomic<bool> stopping_{false};
-  std::mutex mutex_;
-  std::condition_variable progress_;
-  uint64_t copied_ = 0;
-  bool finished_ = false;
-  std::exception_ptr error_;
+  uint64_t copied_ = 0;        // written by the thread, read after join
+  std::exception_ptr error_;  // likewise
 };
 
 // Whether every copied piece stays where it was in the input and the size is
@@ -574,9 +561,8 @@ void write_pieces(const MappedFile& input, const Plan& plan, AtomicOutput& outpu
 // The layout is kept: `ahead` copies (and has compared) every byte where it
 // belongs; only the new bytes remain, written once the copy and its comparison
 // are done, so that neither can see them.
-void write_new_bytes(const Plan& plan, uint64_t input_size, AtomicOutput& output, ChunkChecker& checker,
-                     CopyAhead& ahead) {
-  ahead.wait_until_copied(input_size);
+void write_new_bytes(const Plan& plan, AtomicOutput& output, ChunkChecker& checker, CopyAhead& ahead) {
+  ahead.finish();
   checker.wait_idle();
   for (const Piece& piece : plan.pieces)
     if (!piece.in_at) output.write_at(piece.out_at, piece.bytes);
@@ -757,7 +743,7 @@ PteReport repair_pte(const MappedFile& input, const std::string& output_path, co
   // Unchanged: an identical copy for another path, nothing at all in place.
   if (!writes || (!plan.changed && in_place)) return report;
   if (keeps_layout(plan, input.size())) {
-    write_new_bytes(plan, input.size(), *output, *checker, *ahead);
+    write_new_bytes(plan, *output, *checker, *ahead);
   } else {
     ahead.reset();
     checker->wait_idle();  // nothing may still be mapping past the new end
