@@ -189,8 +189,10 @@ std::vector<FileReport> run_batch(const BatchPlan& plan, Operation operation, co
       if (progress) progress(done, plan.items.size(), reports[index]);
     }
   };
+  // This thread is a worker too; no more workers than files.
+  size_t workers = std::min<size_t>(std::max(1u, jobs), plan.items.size());
   std::vector<std::thread> threads;
-  for (unsigned i = 1; i < std::max(1u, jobs); ++i) threads.emplace_back(worker);
+  for (size_t i = 1; i < workers; ++i) threads.emplace_back(worker);
   worker();
   for (std::thread& thread : threads) thread.join();
   reports.insert(reports.begin(), plan.preliminary.begin(), plan.preliminary.end());

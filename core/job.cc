@@ -11,6 +11,7 @@
 
 #include "core/archive.h"
 #include "core/file_io.h"
+#include "core/lief_check.h"
 #include "core/macho.h"
 
 namespace machofix {
@@ -116,6 +117,8 @@ void run_macho(const MappedFile& input, Operation operation, const JobOptions& o
     report.status = "inspected";
     return;
   }
+  // A pruned file is re-read by LIEF: load it while this one is parsed and pruned.
+  if (operation == Operation::Prune) start_loading_lief_reader();
   MachORepair result = operation == Operation::Prune ? prune_macho(input.bytes(), repair) : sign_macho(input.bytes(), repair);
   report.macho = std::move(result.report);
   bool changed = report.macho->changed;

@@ -169,13 +169,16 @@ void compare_symbols(const LiefView& lief, const MachO& ours, const ImportScan& 
 }  // namespace
 
 void start_loading_lief_reader() {
-  std::thread([] {
-    try {
-      plugin();
-    } catch (...) {
-      // Reported by the cross-check that needs it, which tries again.
-    }
-  }).detach();
+  static std::once_flag started;
+  std::call_once(started, [] {
+    std::thread([] {
+      try {
+        plugin();
+      } catch (...) {
+        // Reported by the cross-check that needs it, which tries again.
+      }
+    }).detach();
+  });
 }
 
 std::string lief_reader_location() {

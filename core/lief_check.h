@@ -19,8 +19,10 @@ namespace machofix {
 // that would be loaded, or "not found (tried ...)". Shown by `machofix --version`.
 std::string lief_reader_location();
 
-// Loads the plugin on a background thread (about 2 ms), so that a run that will
-// rewrite files has it ready by the time the first rewrite is checked.
+// Loads the plugin on a background thread (about 2 ms), once per process, so that
+// it is ready by the time a pruned Mach-O file is checked. Not for .pte files: a
+// thread created while dlopen runs can wait for it (1.2 ms in a test), and the
+// copy of a .pte must start at once; its plan loads LIEF when it needs it.
 void start_loading_lief_reader();
 
 void cross_check_with_lief(const std::vector<uint8_t>& slice, const MachO& ours, const ImportScan& scan);

@@ -7,20 +7,17 @@
 // the writing (copy_file_range for the copies) and the verification (every output
 // byte compared with what its piece says it must be).
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
-#include <deque>
 #include <exception>
 #include <cstring>
-#include <mutex>
 #include <optional>
 #include <thread>
 
+#include "core/copy_check.h"
 #include "core/pte.h"
 
 namespace machofix {
@@ -306,14 +303,7 @@ Plan make_plan(const Container& container, const RepairOptions& options, const B
   return plan;
 }
 
-// --- comparing ---------------------------------------------------------------------
-
-// Copied ranges are compared a window at a time, each window of the input and of
-// the output mapped read-only and unmapped after: memory stays at two windows
-// whatever the file size, and the page cache is read in place. Reading it through
-// pread into buffers copies every byte once more: on the 2-core benchmark machine
-// that took the run of a 1 GiB .pte from 1.2x to 1.5x a `cp` (BENCHMARKS.md).
-constexpr uint64_t kCompareWindow = 8ull << 20;
+// --- writing --------------------------------------------------------------------
 
 // Starts writing a copied chunk to disk now, so that commit()'s fsync has little
 // left to wait for. Only a hint.
@@ -325,138 +315,11 @@ void start_writeback(int fd, uint64_t offset, uint64_t length) {
 #endif
 }
 
-uint64_t first_difference(const Bytes& a, const Bytes& b) {
-  uint64_t i = 0;
-  while (i < a.size() && i < b.size() && a.data()[i] == b.data()[i]) ++i;
-  return i;
-}
-
-// A read-only view of [offset, offset + length) of a file, mapped from the page
-// boundary below it.
-class FileWindow {
- public:
-  FileWindow(int fd, uint64_t offset, uint64_t length, const char* what) {
-    static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-    lead_ = offset % page;
-    size_ = lead_ + length;
-    base_ = mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(offset - lead_));
-    if (base_ == MAP_FAILED) fail(std::string("cannot map ") + what + " to verify the output");
-  }
-  ~FileWindow() { munmap(base_, size_); }
-  FileWindow(const FileWindow&) = delete;
-  FileWindow& operator=(const FileWindow&) = delete;
-  const uint8_t* data() const { return static_cast<const uint8_t*>(base_) + lead_; }
-
- private:
-  void* base_ = nullptr;
-  uint64_t lead_ = 0;
-  uint64_t size_ = 0;
-};
-
-// Compares a copied range of the output with the input range it copies, window by window.
-void compare_copied(int input_fd, int output_fd, const Piece& piece) {
-  for (uint64_t done = 0; done < piece.length; done += kCompareWindow) {
-    uint64_t length = std::min<uint64_t>(kCompareWindow, piece.length - done);
-    FileWindow expected(input_fd, *piece.in_at + done, length, "the input");
-    FileWindow written(output_fd, piece.out_at + done, length, "the temporary output");
-    if (std::memcmp(expected.data(), written.data(), length) == 0) continue;
-    uint64_t at = 0;
-    while (expected.data()[at] == written.data()[at]) ++at;
-    fail_at(piece.out_at + done + at,
-            "the output differs from input offset " + hex(*piece.in_at + done + at) + ", which it copies");
-  }
-}
-
-// Compares copied chunks with the input on a second thread while the next chunks
-// are being written, so reading the output back costs little extra time. It
-// reads the temporary file through its own descriptor; a shared mapping is
-// coherent with the writes (Linux's page cache). Chunks are submitted once written.
-class ChunkChecker {
- public:
-  ChunkChecker(int input_fd, const std::string& temp_path) : input_fd_(input_fd) {
-    fd_ = ::open(temp_path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ < 0) fail("cannot reopen the temporary output to verify it");
-    thread_ = std::thread([this] { run(); });
-  }
-  ~ChunkChecker() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      queue_.clear();  // unless finish() ran, the output is being abandoned
-    }
-    stop();
-    ::close(fd_);
-  }
-  ChunkChecker(const ChunkChecker&) = delete;
-  ChunkChecker& operator=(const ChunkChecker&) = delete;
-
-  int fd() const { return fd_; }
-  void submit(const Piece& chunk) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    queue_.push_back(chunk);
-    wake_.notify_one();
-  }
-  // Waits until every chunk submitted so far is compared (the thread goes on).
-  void wait_idle() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    idle_.wait(lock, [this] { return queue_.empty() && !busy_; });
-  }
-  // Waits for every submitted chunk; throws the first mismatch.
-  void finish() {
-    stop();
-    if (error_) std::rethrow_exception(error_);
-  }
-
- private:
-  void stop() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      closing_ = true;
-      wake_.notify_one();
-    }
-    if (thread_.joinable()) thread_.join();
-  }
-  void run() {
-    for (;;) {
-      Piece chunk;
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [this] { return closing_ || !queue_.empty(); });
-        if (queue_.empty()) return;
-        chunk = queue_.front();
-        queue_.pop_front();
-        busy_ = true;
-      }
-      if (!error_) {  // else drain: the first mismatch is the one reported
-        try {
-          compare_copied(input_fd_, fd_, chunk);
-        } catch (...) {
-          error_ = std::current_exception();
-        }
-      }
-      std::lock_guard<std::mutex> lock(mutex_);
-      busy_ = false;
-      idle_.notify_all();
-    }
-  }
-
-  int input_fd_;
-  int fd_ = -1;
-  std::thread thread_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::condition_variable idle_;
-  std::deque<Piece> queue_;
-  bool busy_ = false;  // a chunk is being compared
-  bool closing_ = false;
-  std::exception_ptr error_;  // written by the thread, read after join
-};
-
-// --- writing --------------------------------------------------------------------
-
-// Copies go a chunk at a time, so that the comparison of one chunk runs while the
-// next is copied and, for an in-place rewrite, each chunk's writeback starts at
-// once (the disk works meanwhile and commit()'s fsync has little left to wait for).
-constexpr uint64_t kCopyChunk = kCompareWindow;
+// Copies go a chunk at a time, so that the comparison of one chunk (copy_check.h)
+// runs while the next is copied and, for an in-place rewrite, each chunk's
+// writeback starts at once (the disk works meanwhile and commit()'s fsync has
+// little left to wait for).
+constexpr uint64_t kCopyChunk = 8ull << 20;
 
 // How much to copy from output offset `at`: up to the next multiple of kCopyChunk
 // (counted in whole pages, so a chunk that starts inside a page ends at the same
@@ -469,9 +332,9 @@ uint64_t copy_chunk_at(uint64_t at) {
 }
 
 // Hands a chunk just copied from in_at to out_at to `checker`.
-void hand_to_checker(AtomicOutput& output, ChunkChecker& checker, uint64_t out_at, uint64_t in_at, uint64_t length) {
+void hand_to_checker(AtomicOutput& output, CopyChecker& checker, uint64_t out_at, uint64_t in_at, uint64_t length) {
   if (output.durable()) start_writeback(checker.fd(), out_at, length);
-  checker.submit({out_at, length, in_at, {}});
+  checker.submit({in_at, out_at, length});
 }
 
 // Copies the whole input to the output, chunk by chunk, on a thread of its own,
@@ -484,7 +347,7 @@ void hand_to_checker(AtomicOutput& output, ChunkChecker& checker, uint64_t out_a
 // copy is stopped and the pieces are written as usual.
 class CopyAhead {
  public:
-  CopyAhead(const MappedFile& input, AtomicOutput& output, ChunkChecker& checker)
+  CopyAhead(const MappedFile& input, AtomicOutput& output, CopyChecker& checker)
       : input_(input), output_(output), checker_(checker) {
     thread_ = std::thread([this] { run(); });
   }
@@ -516,11 +379,12 @@ class CopyAhead {
     } catch (...) {
       error_ = std::current_exception();
     }
+    checker_.close_submissions();
   }
 
   const MappedFile& input_;
   AtomicOutput& output_;
-  ChunkChecker& checker_;
+  CopyChecker& checker_;
   std::thread thread_;
   std::atomic<bool> stopping_{false};
   uint64_t copied_ = 0;        // written by the thread, read after join
@@ -545,7 +409,7 @@ void for_each_chunk(const Piece& piece, OnChunk chunk) {
 }
 
 // Writes every piece; hands each copied chunk to `checker` once it is written.
-void write_pieces(const MappedFile& input, const Plan& plan, AtomicOutput& output, ChunkChecker& checker) {
+void write_pieces(const MappedFile& input, const Plan& plan, AtomicOutput& output, CopyChecker& checker) {
   for (const Piece& piece : plan.pieces) {
     if (!piece.in_at) {
       output.write_at(piece.out_at, piece.bytes);
@@ -558,12 +422,13 @@ void write_pieces(const MappedFile& input, const Plan& plan, AtomicOutput& outpu
   }
 }
 
-// The layout is kept: `ahead` copies (and has compared) every byte where it
-// belongs; only the new bytes remain, written once the copy and its comparison
-// are done, so that neither can see them.
-void write_new_bytes(const Plan& plan, AtomicOutput& output, ChunkChecker& checker, CopyAhead& ahead) {
+// The layout is kept: `ahead` copies every byte where it belongs, and the plan is
+// made; this thread now helps compare the copied chunks. Only the new bytes
+// remain, written once the copy and its comparison are done, so that neither can
+// see them.
+void write_new_bytes(const Plan& plan, AtomicOutput& output, CopyChecker& checker, CopyAhead& ahead) {
+  checker.help();
   ahead.finish();
-  checker.wait_idle();
   for (const Piece& piece : plan.pieces)
     if (!piece.in_at) output.write_at(piece.out_at, piece.bytes);
 }
@@ -575,7 +440,13 @@ bool same_file(const MappedFile& input, const std::string& path) {
 
 // --- verification ------------------------------------------------------------------
 
-// The new bytes are what was meant (the copies are ChunkChecker's job).
+uint64_t first_difference(const Bytes& a, const Bytes& b) {
+  uint64_t i = 0;
+  while (i < a.size() && i < b.size() && a.data()[i] == b.data()[i]) ++i;
+  return i;
+}
+
+// The new bytes are what was meant (the copies are CopyChecker's job).
 void compare_new_bytes(const Bytes& output, const Plan& plan) {
   for (const Piece& piece : plan.pieces) {
     if (piece.in_at) continue;
@@ -669,7 +540,7 @@ void check_patched_segment(const Container& before, const Container& after, cons
 }
 
 // An unchanged segment is proven identical when the pieces copy all its bytes to
-// where the output's flatbuffer now locates it: ChunkChecker has checked every
+// where the output's flatbuffer now locates it: CopyChecker has checked every
 // copy byte for byte. A segment with patches (a delegate payload) must be the input
 // with the patches applied.
 void check_unchanged_segments(const Container& before, const Container& after, const Plan& plan) {
@@ -700,7 +571,7 @@ void check_unchanged_segments(const Container& before, const Container& after, c
 
 // Re-reads the temporary output as a new input: header, Verifier, every segment
 // located again, then every byte compared with the plan (the copies by `checker`).
-void verify_output(const Container& before, const Plan& plan, const std::string& temp_path, ChunkChecker& checker) {
+void verify_output(const Container& before, const Plan& plan, const std::string& temp_path, CopyChecker& checker) {
   MappedFile written(temp_path);
   try {
     if (written.size() != plan.output_size)
@@ -731,12 +602,12 @@ PteReport repair_pte(const MappedFile& input, const std::string& output_path, co
   // Destroyed in reverse: the copy stops, then the checker, then the temporary
   // file goes unless committed.
   std::optional<AtomicOutput> output;
-  std::optional<ChunkChecker> checker;
+  std::optional<CopyChecker> checker;
   std::optional<CopyAhead> ahead;
   if (writes) {
     output.emplace(output_path, input.mode(), /*durable=*/in_place);
     output->truncate(input.size());
-    checker.emplace(input.fd(), output->temp_path());
+    checker.emplace(input, output->temp_path(), input.size());
     ahead.emplace(input, *output, *checker);
   }
   Plan plan = make_plan(container, options, rewrite, report);
@@ -746,8 +617,9 @@ PteReport repair_pte(const MappedFile& input, const std::string& output_path, co
     write_new_bytes(plan, *output, *checker, *ahead);
   } else {
     ahead.reset();
-    checker->wait_idle();  // nothing may still be mapping past the new end
+    checker->help();  // nothing reads the output while it changes size
     output->truncate(plan.output_size);
+    checker->resize_output(plan.output_size);
     write_pieces(input, plan, *output, *checker);
   }
   verify_output(container, plan, output->temp_path(), *checker);

@@ -5,6 +5,9 @@
 #include <spdlog/spdlog.h>
 
 #include <fstream>
+#include <unistd.h>
+
+#include <cstdio>
 #include <iostream>
 #include <thread>
 
@@ -115,8 +118,6 @@ int run_rewrite(const Settings& settings, Operation operation, const char* comma
     spdlog::error("--backup only makes sense with --in-place");
     return kExitError;
   }
-  // Every pruned file is re-read by LIEF; load it while the first file is read.
-  if (operation == Operation::Prune) start_loading_lief_reader();
   bool batch = batch_mode(settings);
   std::vector<FileReport> reports = run_all(settings, operation, batch);
   if (!json_to_stdout(settings) && !settings.quiet) {
@@ -244,4 +245,26 @@ int main(int argc, char** argv) {
 
 }  // namespace machofix::cli
 
-int main(int argc, char** argv) { return machofix::cli::main(argc, argv); }
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MACHOFIX_EXIT_NORMALLY 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define MACHOFIX_EXIT_NORMALLY 1
+#endif
+
+int main(int argc, char** argv) {
+  int status = machofix::cli::main(argc, argv);
+#ifndef MACHOFIX_EXIT_NORMALLY
+  // Every output is written, renamed and closed by now. Ending here skips the
+  // destructors of static objects, those of the LIEF plugin's tables above all
+  // (0.5 ms of a 10 ms .pte run), which would only free memory the kernel is
+  // about to take back (mold ends the same way). Sanitizer builds return, so
+  // that LeakSanitizer still runs.
+  std::cout.flush();
+  std::fflush(nullptr);
+  _exit(status);
+#endif
+  return status;
+}

@@ -1,0 +1,95 @@
+// CopyChecker: reads back what was copied into a temporary output and compares it
+// byte for byte with the input, while later ranges are still being copied.
+//
+// A writer copies a range (copy_file_range) and submits it; a thread of the
+// checker's own compares it, in place in the page cache, through the input's
+// mapping and one read-only mapping of the whole output. A thread that would
+// otherwise wait can help() once the writer is done. The mismatch at the lowest
+// output offset is thrown, with that offset, by help() or finish().
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/file_io.h"
+
+namespace machofix {
+
+// Output bytes [out_at, out_at + length) copy input bytes [in_at, in_at + length).
+struct CopiedRange {
+  uint64_t in_at = 0;
+  uint64_t out_at = 0;
+  uint64_t length = 0;
+};
+
+// The temporary output, mapped read-only; remapped when its size changes.
+class OutputMapping {
+ public:
+  OutputMapping(int fd, uint64_t size);
+  ~OutputMapping();
+  OutputMapping(const OutputMapping&) = delete;
+  OutputMapping& operator=(const OutputMapping&) = delete;
+  const uint8_t* data() const { return base_; }
+  void resize(uint64_t size);
+
+ private:
+  void map(uint64_t size);
+  void unmap();
+
+  int fd_;
+  const uint8_t* base_ = nullptr;
+  uint64_t size_ = 0;
+};
+
+class CopyChecker {
+ public:
+  // `input` must stay mapped, and the output at `temp_path` must be `output_size`
+  // bytes long, while the checker lives.
+  CopyChecker(const MappedFile& input, const std::string& temp_path, uint64_t output_size);
+  ~CopyChecker();  // abandons what is still queued
+  CopyChecker(const CopyChecker&) = delete;
+  CopyChecker& operator=(const CopyChecker&) = delete;
+
+  // The checker's own descriptor of the output.
+  int fd() const { return fd_; }
+  // Queues a range already copied.
+  void submit(const CopiedRange& range);
+  // The writer submits nothing more until help() has returned.
+  void close_submissions();
+  // Waits until submissions are closed, then compares what is still queued in the
+  // calling thread too; throws the mismatch found.
+  void help();
+  // The output now has this size; only between help() and the next submit().
+  void resize_output(uint64_t size);
+  // Waits for every submitted range; throws the mismatch found.
+  void finish();
+
+ private:
+  void stop();
+  void run();
+  void compare_next(std::unique_lock<std::mutex>& lock);
+  void note_compared(const CopiedRange& range, std::unique_lock<std::mutex>& lock);
+
+  const uint8_t* input_;
+  int fd_;
+  OutputMapping output_;
+  std::thread thread_;
+  std::mutex mutex_;
+  std::condition_variable wake_;  // a range came, a comparison ended, or the end is near
+  std::deque<CopiedRange> queue_;
+  std::vector<CopiedRange> compared_;  // pages not yet released
+  uint64_t compared_bytes_ = 0;
+  int busy_ = 0;          // ranges being compared
+  bool closed_ = false;   // see close_submissions()
+  bool closing_ = false;  // the thread ends once the queue is empty
+  std::exception_ptr error_;
+  uint64_t error_at_ = 0;  // output offset of error_
+};
+
+}  // namespace machofix

@@ -1,0 +1,124 @@
+// CopyChecker: every copied byte is read back from the output and compared with the
+// input; a difference anywhere, in any part of a range, is reported at its output
+// offset, whichever thread compared it.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/copy_check.h"
+#include "core/error.h"
+
+using namespace machofix;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr uint64_t kMiB = 1ull << 20;
+
+struct Scratch {
+  Scratch() {
+    std::string pattern = (fs::temp_directory_path() / "machofix-test-copy-XXXXXX").string();
+    REQUIRE(mkdtemp(pattern.data()) != nullptr);
+    directory = pattern;
+  }
+  ~Scratch() { fs::remove_all(directory); }
+  std::string path(const std::string& name) const { return directory + "/" + name; }
+  std::string directory;
+};
+
+std::vector<uint8_t> random_bytes(size_t size) {
+  std::mt19937_64 generator(size);
+  std::vector<uint8_t> bytes(size);
+  for (uint8_t& byte : bytes) byte = static_cast<uint8_t>(generator());
+  return bytes;
+}
+
+void write(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+}
+
+// Runs a checker over `ranges` of `output` against `input`; returns the error it
+// throws, or nullopt.
+std::optional<Error> check(const std::vector<uint8_t>& input, const std::vector<uint8_t>& output,
+                           const std::vector<CopiedRange>& ranges, bool help) {
+  Scratch scratch;
+  write(scratch.path("in"), input);
+  write(scratch.path("out"), output);
+  MappedFile mapped(scratch.path("in"));
+  CopyChecker checker(mapped, scratch.path("out"), output.size());
+  try {
+    for (const CopiedRange& range : ranges) checker.submit(range);
+    checker.close_submissions();
+    if (help) checker.help();
+    checker.finish();
+  } catch (const Error& error) {
+    return error;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+TEST_CASE("CopyChecker: identical copies pass, in place and moved") {
+  std::vector<uint8_t> input = random_bytes(20 * kMiB + 12345);
+  for (bool help : {false, true}) {
+    CAPTURE(help);
+    CHECK_FALSE(check(input, input, {{0, 0, input.size()}}, help));
+    // The input's first 9 MiB + 1 written 4096 + 7 bytes further on, in two ranges.
+    std::vector<uint8_t> moved(input.size() + 4103, 0);
+    std::copy(input.begin(), input.begin() + 9 * kMiB + 1, moved.begin() + 4103);
+    CHECK_FALSE(check(input, moved, {{0, 4103, 3 * kMiB}, {3 * kMiB, 3 * kMiB + 4103, 6 * kMiB + 1}}, help));
+  }
+}
+
+TEST_CASE("CopyChecker: one byte changed anywhere is reported at its output offset") {
+  std::vector<uint8_t> input = random_bytes(20 * kMiB + 12345);
+  // First byte, a unit boundary, deep inside a range, last byte.
+  for (uint64_t at : {uint64_t{0}, kMiB, 13 * kMiB + 77, uint64_t{input.size() - 1}}) {
+    for (bool help : {false, true}) {
+      CAPTURE(at);
+      CAPTURE(help);
+      std::vector<uint8_t> output = input;
+      output[at] ^= 0x20;
+      std::optional<Error> error = check(input, output, {{0, 0, 8 * kMiB}, {8 * kMiB, 8 * kMiB, input.size() - 8 * kMiB}}, help);
+      REQUIRE(error);
+      CHECK(error->offset() == at);
+      CHECK(error->problem() == "the output differs from input offset " + hex(at) + ", which it copies");
+    }
+  }
+}
+
+TEST_CASE("CopyChecker: a moved range is compared with the bytes it copies") {
+  std::vector<uint8_t> input = random_bytes(3 * kMiB);
+  std::vector<uint8_t> output(3 * kMiB + 512, 0);
+  std::copy(input.begin(), input.end(), output.begin() + 512);
+  // Claimed to copy from offset 1 instead of 0: the first byte already differs.
+  std::optional<Error> error = check(input, output, {{1, 512, 3 * kMiB - 1}}, true);
+  REQUIRE(error);
+  CHECK(error->offset() == 512);
+  CHECK(error->problem() == "the output differs from input offset 0x1, which it copies");
+}
+
+TEST_CASE("CopyChecker: ranges submitted after the output is resized are compared with the new size") {
+  Scratch scratch;
+  std::vector<uint8_t> input = random_bytes(6 * kMiB);
+  write(scratch.path("in"), input);
+  write(scratch.path("out"), std::vector<uint8_t>(kMiB, 0));
+  MappedFile mapped(scratch.path("in"));
+  CopyChecker checker(mapped, scratch.path("out"), kMiB);
+  checker.close_submissions();
+  checker.help();
+  // The output grows to hold a copy of the whole input.
+  write(scratch.path("out"), input);
+  checker.resize_output(input.size());
+  checker.submit({0, 0, input.size()});
+  CHECK_NOTHROW(checker.finish());
+}
