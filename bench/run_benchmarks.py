@@ -27,7 +27,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def run_once(command, prepare=None):
+def run_once(command, prepare=None, cleanup=None):
     """Wall time of one run of `command` and its peak RSS (KiB)."""
     if prepare:
         prepare()
@@ -38,6 +38,8 @@ def run_once(command, prepare=None):
     seconds = time.perf_counter() - start
     if result.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed: {result.stderr}")
+    if cleanup:
+        cleanup()
     return seconds, int(result.stderr.strip().splitlines()[-1])
 
 
@@ -45,7 +47,7 @@ Timing = collections.namedtuple("Timing", "median best peak")
 
 
 def timed(*jobs, runs):
-    """For each (command, prepare) job: the median and the best wall time over `runs`
+    """For each (command, prepare, cleanup) job: the median and the best wall time over `runs`
     runs and the largest peak RSS (KiB). The jobs take turns, run by run, so that the
     machine's slow and fast spells (a shared VM) fall on all of them alike; the best
     run shows the cost without them."""
@@ -87,8 +89,12 @@ def bench_pte(machofix, pte_writer, work, sizes_mb, runs):
         warm(model)
         copy = os.path.join(work, "copy.pte")
         out = os.path.join(work, "out.pte")
-        cp_time, ours = timed((["cp", model, copy], removing(copy)),
-                                           ([machofix, "prune", "-q", model, "-o", out], removing(out)), runs=runs)
+        # Each output goes as soon as it is timed. Kept until the next run, the two
+        # outputs of 1 GiB and more made either tool's copy several times slower
+        # at random (1 GiB: 0.4 s or 2-4 s, cp and machofix alike): on this VM, page
+        # cache pages freed a while ago are slow to use again.
+        cp_time, ours = timed((["cp", model, copy], None, removing(copy)),
+                              ([machofix, "prune", "-q", model, "-o", out], None, removing(out)), runs=runs)
         rows.append((f"{os.path.getsize(model) / 1e6:,.0f} MB", cp_time.median, ours.median, ours.median / cp_time.median,
                      ours.best / cp_time.best, ours.peak / 1024))
         for path in (model, copy, out):

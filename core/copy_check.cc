@@ -90,22 +90,22 @@ void CopyChecker::submit(const CopiedRange& range) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (uint64_t done = 0; done < range.length; done += kCompareUnit)
     queue_.push_back({range.in_at + done, range.out_at + done, std::min(kCompareUnit, range.length - done)});
-  wake_.notify_all();
+  work_.notify_one();
 }
 
 void CopyChecker::close_submissions() {
   std::lock_guard<std::mutex> lock(mutex_);
   closed_ = true;
-  wake_.notify_all();
+  closed_wake_.notify_all();
 }
 
 // Not before the writer is done: the checker alone compares faster than the
 // writer copies, and a third busy thread would only take CPU time from the copy.
 void CopyChecker::help() {
   std::unique_lock<std::mutex> lock(mutex_);
-  wake_.wait(lock, [this] { return closed_; });
+  closed_wake_.wait(lock, [this] { return closed_; });
   while (!queue_.empty()) compare_next(lock);
-  wake_.wait(lock, [this] { return busy_ == 0; });
+  idle_wake_.wait(lock, [this] { return busy_ == 0; });
   if (error_) std::rethrow_exception(error_);
 }
 
@@ -125,7 +125,7 @@ void CopyChecker::stop() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     closing_ = true;
-    wake_.notify_all();
+    work_.notify_all();
   }
   if (thread_.joinable()) thread_.join();
 }
@@ -133,7 +133,7 @@ void CopyChecker::stop() {
 void CopyChecker::run() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    wake_.wait(lock, [this] { return closing_ || !queue_.empty(); });
+    work_.wait(lock, [this] { return closing_ || !queue_.empty(); });
     if (queue_.empty()) return;
     compare_next(lock);
   }
@@ -165,8 +165,7 @@ void CopyChecker::compare_next(std::unique_lock<std::mutex>& lock) {
     error_at_ = error_at;
   }
   note_compared(range, lock);  // still busy: it may use the output mapping
-  --busy_;
-  wake_.notify_all();
+  if (--busy_ == 0) idle_wake_.notify_all();
 }
 
 // Keeps the range for release, merged with the previous one when they follow each

@@ -81,7 +81,9 @@ class CopyChecker {
   OutputMapping output_;
   std::thread thread_;
   std::mutex mutex_;
-  std::condition_variable wake_;  // a range came, a comparison ended, or the end is near
+  std::condition_variable work_;         // for the thread: a range came, or it is to end
+  std::condition_variable closed_wake_;  // for help(): closed_ set
+  std::condition_variable idle_wake_;    // for help(): busy_ back to 0
   std::deque<CopiedRange> queue_;
   std::vector<CopiedRange> compared_;  // pages not yet released
   uint64_t compared_bytes_ = 0;
