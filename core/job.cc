@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "core/archive.h"
 #include "core/file_io.h"
@@ -118,7 +119,8 @@ void run_macho(const MappedFile& input, Operation operation, const JobOptions& o
     return;
   }
   // A pruned file is re-read by LIEF: load it while this one is parsed and pruned.
-  if (operation == Operation::Prune) start_loading_lief_reader();
+  std::optional<LiefPreload> preload;
+  if (operation == Operation::Prune) preload.emplace();
   MachORepair result = operation == Operation::Prune ? prune_macho(input.bytes(), repair) : sign_macho(input.bytes(), repair);
   report.macho = std::move(result.report);
   bool changed = report.macho->changed;

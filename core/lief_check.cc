@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <optional>
@@ -74,8 +75,11 @@ MachofixLiefRead load_plugin() {
 // are processed in parallel.
 std::mutex lief_mutex;
 
+std::atomic<bool> plugin_loaded{false};
+
 MachofixLiefRead plugin() {
   static MachofixLiefRead read = load_plugin();  // a failed load is retried next time
+  plugin_loaded = true;
   return read;
 }
 
@@ -168,17 +172,19 @@ void compare_symbols(const LiefView& lief, const MachO& ours, const ImportScan& 
 
 }  // namespace
 
-void start_loading_lief_reader() {
-  static std::once_flag started;
-  std::call_once(started, [] {
-    std::thread([] {
-      try {
-        plugin();
-      } catch (...) {
-        // Reported by the cross-check that needs it, which tries again.
-      }
-    }).detach();
+LiefPreload::LiefPreload() {
+  if (plugin_loaded) return;
+  thread_ = std::thread([] {
+    try {
+      plugin();
+    } catch (...) {
+      // Reported by the cross-check that needs it, which tries again.
+    }
   });
+}
+
+LiefPreload::~LiefPreload() {
+  if (thread_.joinable()) thread_.join();
 }
 
 std::string lief_reader_location() {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/imports.h"
@@ -19,11 +20,22 @@ namespace machofix {
 // that would be loaded, or "not found (tried ...)". Shown by `machofix --version`.
 std::string lief_reader_location();
 
-// Loads the plugin on a background thread (about 2 ms), once per process, so that
-// it is ready by the time a pruned Mach-O file is checked. Not for .pte files: a
-// thread created while dlopen runs can wait for it (1.2 ms in a test), and the
-// copy of a .pte must start at once; its plan loads LIEF when it needs it.
-void start_loading_lief_reader();
+// Loads the plugin on a thread of its own (about 2 ms), unless it is loaded
+// already, so that it is ready by the time a pruned Mach-O file is checked; the
+// destructor waits for it (a process must not end while dlopen runs the plugin's
+// static initialisers). Not for .pte files: a thread created while dlopen runs
+// can wait for it (1.2 ms in a test), and the copy of a .pte must start at once;
+// its plan loads LIEF when it needs it.
+class LiefPreload {
+ public:
+  LiefPreload();
+  ~LiefPreload();
+  LiefPreload(const LiefPreload&) = delete;
+  LiefPreload& operator=(const LiefPreload&) = delete;
+
+ private:
+  std::thread thread_;
+};
 
 void cross_check_with_lief(const std::vector<uint8_t>& slice, const MachO& ours, const ImportScan& scan);
 
