@@ -450,6 +450,7 @@ class FixPass {
       return path;
     } catch (Error& error) {
       ::unlink(path.c_str());
+      if (error.refusal()) throw;  // the whole archive is refused with the member
       result_.failures.push_back({name, where_in_member(error)});
       return "";
     }

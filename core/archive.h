@@ -43,7 +43,8 @@ struct ArchiveMember {
 // Called for each regular-file member with a temporary file holding its content (a
 // generated name in a private directory). Returns true if it rewrote that file (same
 // path) with new content, which then goes into the new archive. Throwing Error marks
-// the member as failed: it is copied unchanged and the other members are still fixed.
+// the member as failed: it is copied unchanged and the other members are still fixed;
+// an Error marked as a refusal (Error::refusal()) refuses the whole archive instead.
 using MemberFixer = std::function<bool(const ArchiveMember& member, const std::string& temp_path)>;
 
 struct ArchiveOptions {

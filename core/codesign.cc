@@ -328,48 +328,65 @@ Bytes blob_bytes(const MachO& image, const CodeSignature& signature, const Signa
   return image.bytes.sub(signature.offset + blob.offset, blob.length, "signature blob");
 }
 
+// Records a problem; the first one also gives the offset a refusal points at.
+void add_problem(SignatureCheck& check, std::string problem, uint64_t absolute_offset) {
+  if (check.problems.empty()) check.first_problem_at = absolute_offset;
+  check.problems.push_back(std::move(problem));
+}
+
 void check_placement(const MachO& image, const CodeSignature& signature, SignatureCheck& check) {
+  uint64_t dataoff_field = image.bytes.base() + image.commands[*image.code_signature_command].offset + 8;
   if (signature.offset % 8 != 0)
-    check.problems.push_back("LC_CODE_SIGNATURE dataoff " + hex(signature.offset) + " is not 8-aligned");
+    add_problem(check, "LC_CODE_SIGNATURE dataoff " + hex(signature.offset) + " is not 8-aligned", dataoff_field);
   const Segment* linkedit = image.segment("__LINKEDIT");
   if (!linkedit) {
-    check.problems.push_back("the signature is not inside __LINKEDIT: there is no __LINKEDIT segment");
+    add_problem(check, "the signature is not inside __LINKEDIT: there is no __LINKEDIT segment", dataoff_field);
     return;
   }
   if (signature.offset < linkedit->file_offset ||
       !fits(signature.offset - linkedit->file_offset, signature.size, linkedit->file_size))
-    check.problems.push_back("the signature (slice bytes " + hex(signature.offset) + "-" +
-                             hex(signature.offset + signature.size) + ") is not inside __LINKEDIT (" +
-                             hex(linkedit->file_offset) + "-" + hex(linkedit->file_offset + linkedit->file_size) + ")");
+    add_problem(check,
+                "the signature (slice bytes " + hex(signature.offset) + "-" + hex(signature.offset + signature.size) +
+                    ") is not inside __LINKEDIT (" + hex(linkedit->file_offset) + "-" +
+                    hex(linkedit->file_offset + linkedit->file_size) + ")",
+                dataoff_field);
 }
 
 void check_code_pages(const MachO& image, const CodeSignature& signature, const CodeDirectory& directory,
                       SignatureCheck& check) {
   const std::string name = directory.name();
+  const uint64_t base = image.bytes.base();
+  CdPlace place = place_of(signature, directory);
+  uint64_t limit_field = base + place.start + (directory.code_limit_64 ? kCdCodeLimit64 : kCdCodeLimit);
   if (directory.code_limit != signature.offset)
-    check.problems.push_back(name + ": codeLimit " + hex(directory.code_limit) + " is not the signature offset " +
-                             hex(signature.offset));
+    add_problem(check,
+                name + ": codeLimit " + hex(directory.code_limit) + " is not the signature offset " + hex(signature.offset),
+                limit_field);
   if (directory.code_limit > image.bytes.size()) {
-    check.problems.push_back(name + ": codeLimit " + hex(directory.code_limit) + " lies past the end of the slice");
+    add_problem(check, name + ": codeLimit " + hex(directory.code_limit) + " lies past the end of the slice", limit_field);
     return;
   }
   uint64_t page_size = directory.page_size();
   uint64_t needed = page_count(directory.code_limit, page_size);
   if (directory.code_slots != needed)
-    check.problems.push_back(name + ": " + std::to_string(directory.code_slots) + " code slots, but codeLimit " +
-                             hex(directory.code_limit) + " needs " + std::to_string(needed));
+    add_problem(check,
+                name + ": " + std::to_string(directory.code_slots) + " code slots, but codeLimit " +
+                    hex(directory.code_limit) + " needs " + std::to_string(needed),
+                base + place.start + kCdCodeSlots);
   uint64_t checked = std::min<uint64_t>(needed, directory.code_slots);
   std::vector<uint8_t> hashes =
       hash_pages(image.bytes.sub(0, directory.code_limit, "signed code"), page_size, directory.hash_type);
-  Bytes stored = image.bytes.sub(place_of(signature, directory).hashes, checked * directory.hash_size, "code hashes");
+  Bytes stored = image.bytes.sub(place.hashes, checked * directory.hash_size, "code hashes");
   size_t mismatches = 0;
   for (uint64_t page = 0; page < checked; ++page) {
     uint64_t at = page * directory.hash_size;
     if (std::equal(hashes.begin() + at, hashes.begin() + at + directory.hash_size, stored.data() + at)) continue;
     if (++mismatches > kMaxListedPages) continue;
     uint64_t end = std::min((page + 1) * page_size, directory.code_limit);
-    check.problems.push_back(name + ": page " + std::to_string(page) + " (slice bytes " + hex(page * page_size) + "-" +
-                             hex(end) + ") hash mismatch");
+    add_problem(check,
+                name + ": page " + std::to_string(page) + " (slice bytes " + hex(page * page_size) + "-" + hex(end) +
+                    ") hash mismatch",
+                base + page * page_size);
   }
   if (mismatches > kMaxListedPages)
     check.problems.push_back(name + ": " + std::to_string(mismatches - kMaxListedPages) +
@@ -380,10 +397,12 @@ void check_code_pages(const MachO& image, const CodeSignature& signature, const 
 void check_special_slots(const MachO& image, const CodeSignature& signature, const CodeDirectory& directory,
                          SignatureCheck& check) {
   const std::string name = directory.name();
+  const uint64_t base = image.bytes.base();
   CdPlace place = place_of(signature, directory);
   Hasher hasher(directory.hash_type);
   for (uint32_t slot = 1; slot <= directory.special_slots; ++slot) {
-    Bytes stored = image.bytes.sub(place.special_hash(slot, directory.hash_size), directory.hash_size, "special slot");
+    uint64_t slot_at = place.special_hash(slot, directory.hash_size);
+    Bytes stored = image.bytes.sub(slot_at, directory.hash_size, "special slot");
     const SignatureBlob* blob = signature.blob_in_slot(slot);
     if (!blob && is_external_slot(slot)) {
       if (!all_zero(stored))
@@ -393,17 +412,26 @@ void check_special_slots(const MachO& image, const CodeSignature& signature, con
     }
     if (!blob) {
       if (!all_zero(stored))
-        check.problems.push_back(name + ": " + slot_name(slot) + " holds a hash but no blob is there");
+        add_problem(check,
+                    name + ": " + slot_name(slot) + " (slice bytes " + hex(slot_at) + "-" +
+                        hex(slot_at + directory.hash_size) + ") holds a hash but no blob is there",
+                    base + slot_at);
       continue;
     }
     std::vector<uint8_t> expected = hasher.hash(blob_bytes(image, signature, *blob));
+    uint64_t blob_at = signature.offset + blob->offset;
     if (!std::equal(expected.begin(), expected.end(), stored.data()))
-      check.problems.push_back(name + ": " + slot_name(slot) + " hash mismatch");
+      add_problem(check,
+                  name + ": " + slot_name(slot) + " hash mismatch (its blob: slice bytes " + hex(blob_at) + "-" +
+                      hex(blob_at + blob->length) + ")",
+                  base + blob_at);
   }
   for (const SignatureBlob& blob : signature.blobs)
     if (is_special_slot(blob.slot) && blob.slot > directory.special_slots)
-      check.problems.push_back(name + ": the blob in " + slot_name(blob.slot) + " is not sealed (only " +
-                               std::to_string(directory.special_slots) + " special slots)");
+      add_problem(check,
+                  name + ": the blob in " + slot_name(blob.slot) + " is not sealed (only " +
+                      std::to_string(directory.special_slots) + " special slots)",
+                  base + signature.offset + blob.offset);
 }
 
 // ---------------------------------------------------------------------------
@@ -737,6 +765,7 @@ SignatureCheck check_code_signature(const MachO& image) {
     signature = read_code_signature(image);
   } catch (const Error& error) {
     check.problems.push_back(error.describe());
+    check.first_problem_at = error.offset();
     return check;
   }
   if (!signature) {
@@ -808,6 +837,37 @@ std::vector<uint8_t> add_adhoc_signature(const MachO& image, const std::string& 
   std::vector<uint8_t> hashes = hash_pages(Bytes(out.bytes.data(), layout.offset), kLinkerPageSize, kHashSha256);
   out.copy(layout.offset + layout.headers_size, hashes);
   return std::move(out.bytes);
+}
+
+std::vector<uint8_t> replace_unreadable_signature(const MachO& image, const std::string& identifier) {
+  if (!image.code_signature_command) fail("the slice is not signed: no signature to replace");
+  const Segment* linkedit = image.segment("__LINKEDIT");
+  uint64_t dataoff = image.code_signature.offset;
+  uint64_t end = dataoff + image.code_signature.size;
+  if (!linkedit || dataoff < linkedit->file_offset || end != image.bytes.size() ||
+      linkedit->file_offset + linkedit->file_size != end)
+    fail("cannot replace the unreadable signature: it does not end both __LINKEDIT and the slice");
+  for (const DataRange* range : {&image.chained_fixups, &image.exports_trie, &image.dyld_info.bind,
+                                 &image.dyld_info.lazy_bind, &image.dyld_info.weak_bind, &image.dyld_info.rebase,
+                                 &image.dyld_info.exports})
+    if (range->present && range->size > 0 && range->offset + range->size > dataoff)
+      fail("cannot replace the unreadable signature: other __LINKEDIT data runs into it");
+  if (image.symtab.present && image.symtab.strings_offset + image.symtab.strings_size > dataoff)
+    fail("cannot replace the unreadable signature: the string table runs into it");
+  // The slice up to the signature, __LINKEDIT ending there, without LC_CODE_SIGNATURE
+  // (the commands after it move up; the freed bytes become zero header padding).
+  std::vector<uint8_t> stripped(image.bytes.data(), image.bytes.data() + dataoff);
+  put_u64(stripped, image.commands[linkedit->command_index].offset + 48, dataoff - linkedit->file_offset);
+  const LoadCommand& removed = image.commands[*image.code_signature_command];
+  std::vector<uint8_t> area;
+  for (const LoadCommand& command : image.commands)
+    if (&command != &removed)
+      area.insert(area.end(), stripped.begin() + command.offset, stripped.begin() + command.offset + command.size);
+  area.resize(image.sizeofcmds, 0);
+  put_bytes(stripped, macho::kHeaderSize64, area.data(), area.size());
+  put_u32(stripped, 16, image.ncmds - 1);
+  put_u32(stripped, 20, image.sizeofcmds - removed.size);
+  return add_adhoc_signature(parse_macho(Bytes(stripped.data(), stripped.size(), image.bytes.base())), identifier);
 }
 
 std::string default_identifier(const MachO& image, const std::string& file_name) {

@@ -104,6 +104,9 @@ std::optional<CodeSignature> read_code_signature(const MachO& image);
 struct SignatureCheck {
   std::vector<std::string> problems;
   std::vector<std::string> notes;
+  // Where problems.front() is, as an absolute file offset: the first wrong page, the
+  // blob of a wrong special slot, the malformed field. Unset when there is no problem.
+  std::optional<uint64_t> first_problem_at;
 };
 SignatureCheck check_code_signature(const MachO& image);
 
@@ -125,6 +128,12 @@ void renew_code_signature(std::vector<uint8_t>& slice, uint64_t file_offset);
 // Requirements set, entitlements and other blobs kept, an empty CMS wrapper),
 // zero-padded to the old datasize. An Error if it does not fit.
 void replace_with_adhoc_signature(std::vector<uint8_t>& slice, uint64_t file_offset);
+
+// For --resign-invalid on a signature too malformed to read (so it cannot be renewed
+// in its own structure): removes LC_CODE_SIGNATURE and the signature at the end of
+// __LINKEDIT, then adds a linker-style ad hoc one (add_adhoc_signature). Returns the
+// new slice; an Error when the signature is not the last thing in the slice.
+std::vector<uint8_t> replace_unreadable_signature(const MachO& image, const std::string& identifier);
 
 // Adds a linker-style ad hoc signature (SHA-256, 4096-byte pages) to an unsigned
 // slice: grows __LINKEDIT and adds LC_CODE_SIGNATURE. Returns the new, larger slice.

@@ -38,6 +38,16 @@ class Error : public std::runtime_error {
     return *this;
   }
 
+  // A decision not to rewrite the file (its input signature is invalid, it is signed
+  // with an identity), rather than a failure to read or write it: an archive with a
+  // member refused so is refused as a whole, instead of being written with that
+  // member copied unchanged.
+  Error& as_refusal() {
+    refusal_ = true;
+    return *this;
+  }
+  bool refusal() const { return refusal_; }
+
   // "file: part: offset 0x1c0: problem"
   std::string describe() const;
 
@@ -46,6 +56,7 @@ class Error : public std::runtime_error {
   std::string file_;
   std::string part_;
   std::optional<uint64_t> offset_;
+  bool refusal_ = false;
 };
 
 [[noreturn]] void fail(const std::string& problem);

@@ -110,6 +110,10 @@ void set_status(FileReport& report, bool changed, const JobOptions& options) {
   report.status = changed ? (options.dry_run ? "would change" : "changed") : "unchanged";
 }
 
+RewriteKind rewrite_kind(Operation operation) {
+  return operation == Operation::Sign ? RewriteKind::Sign : RewriteKind::Prune;
+}
+
 void run_macho(const MappedFile& input, Operation operation, const JobOptions& options, FileReport& report) {
   RepairOptions repair = options.repair;
   if (repair.file_name.empty()) repair.file_name = base_name(input.path());
@@ -118,10 +122,12 @@ void run_macho(const MappedFile& input, Operation operation, const JobOptions& o
     report.status = "inspected";
     return;
   }
-  // A pruned file is re-read by LIEF: load it while this one is parsed and pruned.
+  // Every decision that refuses the file is taken here, before any rewriting work.
+  MachORewrite rewrite(input.bytes(), repair, rewrite_kind(operation));
+  // A pruned file is re-read by LIEF: load it while this one is pruned.
   std::optional<LiefPreload> preload;
   if (operation == Operation::Prune) preload.emplace();
-  MachORepair result = operation == Operation::Prune ? prune_macho(input.bytes(), repair) : sign_macho(input.bytes(), repair);
+  MachORepair result = rewrite.run();
   report.macho = std::move(result.report);
   bool changed = report.macho->changed;
   set_status(report, changed, options);
@@ -141,7 +147,7 @@ void run_pte(const MappedFile& input, Operation operation, const JobOptions& opt
     return;
   }
   RepairOptions repair = options.repair;
-  BlobRewriter rewrite = operation == Operation::Prune ? BlobRewriter(prune_macho) : BlobRewriter(sign_macho);
+  BlobRewriter rewrite = macho_rewriter(rewrite_kind(operation));
   std::string target = output_target(input, options);
   Backup backup(target, options);
   report.pte = repair_pte(input, target.empty() ? input.path() : target, repair, target.empty(), rewrite);
@@ -174,8 +180,12 @@ void run_archive(const MappedFile& input, Operation operation, const JobOptions&
     FileReport member_report = run_job(temp_path, operation, member_options);
     if (member_report.status == "skipped") return false;  // not a model: no report
     member_report.path = member.name;
-    if (member_report.status == "failed")  // the temporary path means nothing to the user
-      member_report.error = input.path() + ": " + member.name + ": " + member_report.error.substr(temp_path.size() + 2);
+    if (member_report.status == "failed") {  // the temporary path means nothing to the user
+      std::string problem = member_report.error.substr(temp_path.size() + 2);
+      // The archive is refused with it (rewrite_archive adds the archive and the member).
+      if (member_report.refused) throw Error(problem).as_refusal();
+      member_report.error = input.path() + ": " + member.name + ": " + problem;
+    }
     bool changed = member_report.status == "changed";
     report.members.push_back(std::move(member_report));
     return changed;
@@ -228,6 +238,7 @@ FileReport run_job(const std::string& path, Operation operation, const JobOption
     }
   } catch (Error& error) {
     report.status = "failed";
+    report.refused = error.refusal();
     report.error = error.in_file(path).describe();
   } catch (const std::bad_alloc&) {
     report.status = "failed";

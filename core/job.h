@@ -35,6 +35,9 @@ struct FileReport {
   // "changed", "unchanged", "would change" (dry run), "inspected", "skipped", "failed"
   std::string status;
   std::string error;  // for "failed": file, part, offset and problem
+  // "failed" by a decision (an invalid input signature, an identity signature
+  // without --adhoc; Error::refusal()), not because the file could not be read
+  bool refused = false;
   std::vector<std::string> notes;  // links, backups, copies: what was done besides
   std::optional<MachOReport> macho;
   std::optional<PteReport> pte;

@@ -1,6 +1,7 @@
 #include "core/macho_repair.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/codesign.h"
 #include "core/fat.h"
@@ -18,27 +19,40 @@ size_t MachOReport::removed_count() const {
 
 namespace {
 
-SignatureReport signature_report(const MachO& image) {
+// A slice's input signature, read and verified once: prune and sign decide from it
+// and report it.
+struct InputSignature {
   SignatureReport report;
-  std::optional<CodeSignature> signature;
+  std::optional<CodeSignature> signature;  // unset: unsigned, or unreadable
+  std::optional<Error> read_error;         // set: present but too malformed to read
+};
+
+InputSignature check_input_signature(const MachO& image) {
+  InputSignature input;
+  SignatureReport& report = input.report;
   try {
-    signature = read_code_signature(image);
+    input.signature = read_code_signature(image);
   } catch (const Error& error) {
+    input.read_error = error;
     report.status = "invalid";
     report.problems.push_back(error.describe());
-    return report;
+    report.first_problem_at = error.offset();
+    return input;
   }
-  if (!signature) return report;
-  report.style = signature->style();
-  report.identifier = signature->identifier();
-  report.hash_types = signature->hash_type_names();
-  report.page_size = signature->page_size();
+  if (!input.signature) return input;
+  report.style = input.signature->style();
+  report.identifier = input.signature->identifier();
+  report.hash_types = input.signature->hash_type_names();
+  report.page_size = input.signature->page_size();
   SignatureCheck check = check_code_signature(image);
   report.problems = std::move(check.problems);
   report.notes = std::move(check.notes);
+  report.first_problem_at = check.first_problem_at;
   report.status = report.problems.empty() ? "valid" : "invalid";
-  return report;
+  return input;
 }
+
+SignatureReport signature_report(const MachO& image) { return check_input_signature(image).report; }
 
 std::vector<std::string> slice_flags(const MachO& image) {
   std::vector<std::string> flags;
@@ -49,7 +63,8 @@ std::vector<std::string> slice_flags(const MachO& image) {
   return flags;
 }
 
-SliceReport describe_slice(const MachO& image, const SliceAnalysis& analysis, const PrunePlan& plan) {
+SliceReport describe_slice(const MachO& image, const SliceAnalysis& analysis, const PrunePlan& plan,
+                           SignatureReport signature) {
   SliceReport report;
   report.arch = image.arch();
   report.filetype = image.filetype_name();
@@ -74,7 +89,7 @@ SliceReport describe_slice(const MachO& image, const SliceAnalysis& analysis, co
     }
     report.dylibs.push_back(std::move(dylib));
   }
-  report.signature = signature_report(image);
+  report.signature = std::move(signature);
   return report;
 }
 
@@ -83,47 +98,101 @@ struct SliceJob {
   std::vector<uint8_t> bytes;  // the new slice
 };
 
-// The thin-slice analysis shared by inspect and prune.
-struct SliceAnalysisBundle {
-  MachO image;
+// One slice of the input, read and judged (MachORewrite's first step).
+struct JudgedSlice {
+  Bytes bytes;
+  bool supported = true;  // 64-bit; other slices are left as they are
+  std::optional<MachO> image;
   ImportScan scan;
-  SliceAnalysis analysis;
   PrunePlan plan;
+  InputSignature input;
+  SliceReport report;
+  bool prunes = false;   // dylib commands are removed
+  bool resigns = false;  // the signature is renewed, added or replaced
 };
 
-SliceAnalysisBundle analyze_slice(const Bytes& slice, const RepairOptions& options) {
-  SliceAnalysisBundle bundle{parse_macho(slice), {}, {}, {}};
-  bundle.scan = scan_imports(bundle.image);
-  bundle.analysis = analyze(bundle.image, bundle.scan);
-  bundle.plan = plan_prune(bundle.image, bundle.analysis, options.prune);
-  return bundle;
+// The first problem of an invalid signature, as the refusal and the report name it.
+std::string first_problem(const InputSignature& input) {
+  return input.read_error ? input.read_error->problem() : input.report.problems.front();
 }
+
+[[noreturn]] void refuse_invalid_signature(const InputSignature& input) {
+  size_t more = input.report.problems.size() - 1;
+  std::string message = "the input signature is invalid: " + first_problem(input);
+  if (more) message += " (and " + std::to_string(more) + " more problem" + (more == 1 ? "" : "s") + ")";
+  message +=
+      "; re-signing would make a changed or corrupt file look valid, so nothing is written (pass --resign-invalid "
+      "to re-sign it anyway)";
+  Error error(message, input.report.first_problem_at);
+  throw error.as_refusal();
+}
+
+[[noreturn]] void refuse_identity() {
+  Error error(
+      "signed with an identity (a CMS signature, e.g. Developer ID): it cannot be renewed without the signer's key; "
+      "pass --adhoc to replace it with an ad hoc signature");
+  throw error.as_refusal();
+}
+
+// Everything but the rewriting: what `verify` costs, plus the import analysis.
+JudgedSlice judge_slice(const Bytes& slice, const RepairOptions& options, RewriteKind kind) {
+  JudgedSlice judged;
+  judged.bytes = slice;
+  const MachO& image = judged.image.emplace(parse_macho(slice));
+  judged.input = check_input_signature(image);
+  bool invalid = judged.input.report.status == "invalid";
+  if (invalid && !options.resign_invalid) refuse_invalid_signature(judged.input);
+  judged.scan = scan_imports(image);
+  SliceAnalysis analysis = analyze(image, judged.scan);
+  if (kind == RewriteKind::Prune) judged.plan = plan_prune(image, analysis, options.prune);
+  judged.report = describe_slice(image, analysis, judged.plan, judged.input.report);
+  judged.prunes = judged.plan.left_unchanged_because.empty() && judged.plan.removal_count() > 0;
+  bool unsigned_to_sign = !image.code_signature.present && (kind == RewriteKind::Sign || options.sign_unsigned);
+  judged.resigns = kind == RewriteKind::Sign || judged.prunes || unsigned_to_sign || invalid;
+  const std::optional<CodeSignature>& signature = judged.input.signature;
+  if (judged.resigns && signature && signature->has_identity && !options.replace_identity) refuse_identity();
+  if (judged.resigns && signature && !signature->has_identity && !options.identifier.empty() &&
+      options.identifier != signature->identifier())
+    fail("--identifier cannot change the identifier of an existing signature (it is '" + signature->identifier() + "')");
+  return judged;
+}
+
+JudgedSlice unsupported_slice(const Bytes& slice, const FatSlice& entry) {
+  JudgedSlice judged;
+  judged.bytes = slice;
+  judged.supported = false;
+  judged.report.arch = cpu_name(entry.cputype, entry.cpusubtype);
+  judged.report.offset = entry.offset;
+  judged.report.size = entry.size;
+  judged.report.left_unchanged_because = "only 64-bit slices are handled; this one is left as it is";
+  return judged;
+}
+
+std::vector<uint8_t> copy_of(const Bytes& bytes) { return std::vector<uint8_t>(bytes.data(), bytes.data() + bytes.size()); }
 
 // Brings the signature of a rewritten (or, for `sign`, unchanged) slice up to date.
 // Returns the slice's new bytes, which are larger only when a signature was added.
-std::vector<uint8_t> update_signature(const MachO& image, std::vector<uint8_t> bytes, const RepairOptions& options,
-                                      SliceReport& report) {
+std::vector<uint8_t> update_signature(const JudgedSlice& judged, std::vector<uint8_t> bytes,
+                                      const RepairOptions& options, SliceReport& report) {
+  const MachO& image = *judged.image;
+  const InputSignature& input = judged.input;
   uint64_t base = image.bytes.base();
-  std::optional<CodeSignature> signature = read_code_signature(image);
-  if (!signature) {
+  std::string identifier = options.identifier.empty() ? default_identifier(image, options.file_name) : options.identifier;
+  if (!image.code_signature.present) {
     if (!options.sign_unsigned) {
       if (image.cputype == macho::CPU_TYPE_ARM64)
         report.warnings.push_back("unsigned arm64 slice left unsigned (it cannot run as is); pass --sign to sign it");
       return bytes;
     }
-    MachO current = parse_macho(Bytes(bytes.data(), bytes.size(), base));
-    std::string identifier = options.identifier.empty() ? default_identifier(image, options.file_name) : options.identifier;
-    bytes = add_adhoc_signature(current, identifier);
+    bytes = add_adhoc_signature(parse_macho(Bytes(bytes.data(), bytes.size(), base)), identifier);
     report.signature_after.status = "added";
-  } else if (signature->has_identity) {
-    if (!options.replace_identity)
-      fail("signed with an identity (a CMS signature, e.g. Developer ID): it cannot be renewed without the "
-           "signer's key; pass --adhoc to replace it with an ad hoc signature");
+  } else if (input.read_error) {  // only with --resign-invalid: judge_slice refuses it otherwise
+    bytes = replace_unreadable_signature(parse_macho(Bytes(bytes.data(), bytes.size(), base)), identifier);
+    report.signature_after.status = "replaced (ad hoc)";
+  } else if (input.signature->has_identity) {
     replace_with_adhoc_signature(bytes, base);
     report.signature_after.status = "replaced (ad hoc)";
   } else {
-    if (!options.identifier.empty() && options.identifier != signature->identifier())
-      fail("--identifier cannot change the identifier of an existing signature (it is '" + signature->identifier() + "')");
     renew_code_signature(bytes, base);
     report.signature_after.status = "renewed";
   }
@@ -134,71 +203,40 @@ std::vector<uint8_t> update_signature(const MachO& image, std::vector<uint8_t> b
     fail("the renewed signature does not verify, nothing written: " +
          (report.signature_after.problems.empty() ? std::string("unreadable") : report.signature_after.problems.front()));
   report.signature_after.status = status;
+  if (input.report.status == "invalid")
+    report.warnings.push_back("input signature was invalid (" + input.report.problems.front() +
+                              "): re-signed because of --resign-invalid" +
+                              (input.read_error ? ", with a new linker-style ad hoc signature" : ""));
   return bytes;
 }
 
-SliceJob prune_slice(const Bytes& slice, const RepairOptions& options) {
-  SliceAnalysisBundle bundle = analyze_slice(slice, options);
-  SliceJob job{describe_slice(bundle.image, bundle.analysis, bundle.plan), {}};
-  job.bytes = apply_prune(bundle.image, bundle.scan, bundle.plan);
-  bool pruned = bundle.plan.left_unchanged_because.empty() && bundle.plan.removal_count() > 0;
-  if (pruned) verify_prune(bundle.image, bundle.scan, bundle.plan, job.bytes);
-  bool unsigned_to_sign = options.sign_unsigned && job.report.signature.status == "unsigned";
-  if (pruned || unsigned_to_sign) job.bytes = update_signature(bundle.image, std::move(job.bytes), options, job.report);
-  job.report.changed = pruned || unsigned_to_sign;
-  return job;
-}
-
-SliceJob sign_slice(const Bytes& slice, const RepairOptions& options) {
-  MachO image = parse_macho(slice);
-  SliceJob job;
-  job.report = describe_slice(image, analyze(image, scan_imports(image)), PrunePlan{});
-  RepairOptions signing = options;
-  signing.sign_unsigned = true;  // that is what `sign` is for
-  std::vector<uint8_t> original(slice.data(), slice.data() + slice.size());
-  job.bytes = update_signature(image, original, signing, job.report);
-  job.report.changed = job.bytes != original;
-  return job;
-}
-
-using SliceFunction = SliceJob (*)(const Bytes&, const RepairOptions&);
-
-SliceJob unsupported_slice(const Bytes& slice, const FatSlice& entry) {
-  SliceJob job;
-  job.report.arch = cpu_name(entry.cputype, entry.cpusubtype);
-  job.report.offset = entry.offset;
-  job.report.size = entry.size;
-  job.report.left_unchanged_because = "only 64-bit slices are handled; this one is left as it is";
-  job.bytes.assign(slice.data(), slice.data() + slice.size());
+// MachORewrite's second step for one slice.
+SliceJob rewrite_slice(JudgedSlice& judged, const RepairOptions& options) {
+  SliceJob job{std::move(judged.report), {}};
+  if (!judged.supported || !(judged.prunes || judged.resigns)) {
+    job.bytes = copy_of(judged.bytes);
+    return job;
+  }
+  const MachO& image = *judged.image;
+  job.bytes = judged.prunes ? apply_prune(image, judged.scan, judged.plan) : copy_of(judged.bytes);
+  if (judged.prunes) verify_prune(image, judged.scan, judged.plan, job.bytes);
+  job.bytes = update_signature(judged, std::move(job.bytes), options, job.report);
+  job.report.changed = judged.prunes || job.bytes.size() != judged.bytes.size() ||
+                       std::memcmp(job.bytes.data(), judged.bytes.data(), job.bytes.size()) != 0;
   return job;
 }
 
 bool is_64_bit(const FatSlice& entry) { return entry.cputype & macho::CPU_ARCH_ABI64; }
 
-// Universal files: each slice on its own; slices that keep their size are patched
-// where they are, otherwise the slices are laid out again.
-// Each slice on its own; errors name the slice. 32-bit slices pass through unchanged.
-std::vector<SliceJob> process_slices(const Bytes& file, const Universal& universal, const RepairOptions& options,
-                                     SliceFunction process) {
-  std::vector<SliceJob> jobs;
-  for (const FatSlice& entry : universal.slices) {
-    Bytes slice = file.sub(entry.offset, entry.size, "universal slice");
-    try {
-      jobs.push_back(is_64_bit(entry) ? process(slice, options) : unsupported_slice(slice, entry));
-    } catch (Error& error) {
-      throw error.in_part("slice " + cpu_name(entry.cputype, entry.cpusubtype));
-    }
-  }
-  return jobs;
-}
+std::string slice_part(const FatSlice& entry) { return "slice " + cpu_name(entry.cputype, entry.cpusubtype); }
 
-MachORepair process_universal(const Bytes& file, const RepairOptions& options, SliceFunction process) {
-  Universal universal = parse_universal(file);
+// Universal files: slices that keep their size are patched where they are,
+// otherwise the slices are laid out again.
+MachORepair assemble_universal(const Bytes& file, Universal universal, std::vector<SliceJob> jobs) {
   MachORepair result;
   result.report.universal = true;
   result.report.fat64 = universal.fat64;
-  std::vector<SliceJob> jobs = process_slices(file, universal, options, process);
-  result.output.assign(file.data(), file.data() + file.size());
+  result.output = copy_of(file);
   bool same_sizes = true;
   for (size_t i = 0; i < jobs.size(); ++i) same_sizes &= jobs[i].bytes.size() == universal.slices[i].size;
   if (!same_sizes) {
@@ -220,19 +258,13 @@ MachORepair process_universal(const Bytes& file, const RepairOptions& options, S
   return result;
 }
 
-MachORepair process_file(const Bytes& file, const RepairOptions& options, SliceFunction process) {
-  if (looks_like_universal(file)) return process_universal(file, options, process);
-  SliceJob job = process(file, options);
-  MachORepair result;
-  result.report.changed = job.report.changed;
-  result.report.slices.push_back(std::move(job.report));
-  result.output = std::move(job.bytes);
-  return result;
-}
-
-SliceJob inspect_slice(const Bytes& slice, const RepairOptions& options) {
-  SliceAnalysisBundle bundle = analyze_slice(slice, options);
-  return {describe_slice(bundle.image, bundle.analysis, bundle.plan), {}};
+// What inspect shows of one slice: the analysis and the plan, nothing rewritten.
+SliceReport inspect_slice(const Bytes& slice, const RepairOptions& options) {
+  MachO image = parse_macho(slice);
+  ImportScan scan = scan_imports(image);
+  SliceAnalysis analysis = analyze(image, scan);
+  PrunePlan plan = plan_prune(image, analysis, options.prune);
+  return describe_slice(image, analysis, plan, signature_report(image));
 }
 
 }  // namespace
@@ -249,22 +281,90 @@ std::vector<std::string> signature_failures(const MachOReport& report) {
 }
 
 MachOReport inspect_macho(const Bytes& file, const RepairOptions& options) {
-  if (!looks_like_universal(file)) return process_file(file, options, inspect_slice).report;
+  MachOReport report;
+  if (!looks_like_universal(file)) {
+    report.slices.push_back(inspect_slice(file, options));
+    return report;
+  }
   // Universal: analysis only, without assembling any output.
   Universal universal = parse_universal(file);
-  MachOReport report;
   report.universal = true;
   report.fat64 = universal.fat64;
-  for (SliceJob& job : process_slices(file, universal, options, inspect_slice)) report.slices.push_back(std::move(job.report));
+  for (const FatSlice& entry : universal.slices) {
+    Bytes slice = file.sub(entry.offset, entry.size, "universal slice");
+    try {
+      report.slices.push_back(is_64_bit(entry) ? inspect_slice(slice, options) : unsupported_slice(slice, entry).report);
+    } catch (Error& error) {
+      throw error.in_part(slice_part(entry));
+    }
+  }
   return report;
 }
 
+struct MachORewrite::State {
+  Bytes file;
+  RepairOptions options;
+  std::optional<Universal> universal;
+  std::vector<JudgedSlice> slices;
+};
+
+MachORewrite::MachORewrite(const Bytes& file, const RepairOptions& options, RewriteKind kind)
+    : state_(std::make_unique<State>()) {
+  state_->file = file;
+  state_->options = options;
+  if (kind == RewriteKind::Sign) state_->options.sign_unsigned = true;  // that is what `sign` is for
+  const RepairOptions& effective = state_->options;
+  if (!looks_like_universal(file)) {
+    try {
+      state_->slices.push_back(judge_slice(file, effective, kind));
+    } catch (Error& error) {
+      // A universal file's errors name the slice; a refusal of a thin file does too.
+      if (error.refusal() && looks_like_thin_macho(file)) error.in_part("slice " + parse_macho(file).arch());
+      throw;
+    }
+    return;
+  }
+  const Universal& universal = state_->universal.emplace(parse_universal(file));
+  for (const FatSlice& entry : universal.slices) {
+    Bytes slice = file.sub(entry.offset, entry.size, "universal slice");
+    try {
+      state_->slices.push_back(is_64_bit(entry) ? judge_slice(slice, effective, kind) : unsupported_slice(slice, entry));
+    } catch (Error& error) {
+      throw error.in_part(slice_part(entry));
+    }
+  }
+}
+
+MachORewrite::~MachORewrite() = default;
+MachORewrite::MachORewrite(MachORewrite&&) noexcept = default;
+MachORewrite& MachORewrite::operator=(MachORewrite&&) noexcept = default;
+
+MachORepair MachORewrite::run() {
+  if (!state_) fail("internal error: a MachORewrite runs once");
+  std::unique_ptr<State> state = std::move(state_);
+  std::vector<SliceJob> jobs;
+  for (size_t i = 0; i < state->slices.size(); ++i) {
+    try {
+      jobs.push_back(rewrite_slice(state->slices[i], state->options));
+    } catch (Error& error) {
+      if (state->universal) error.in_part(slice_part(state->universal->slices[i]));
+      throw;
+    }
+  }
+  if (state->universal) return assemble_universal(state->file, std::move(*state->universal), std::move(jobs));
+  MachORepair result;
+  result.report.changed = jobs.front().report.changed;
+  result.report.slices.push_back(std::move(jobs.front().report));
+  result.output = std::move(jobs.front().bytes);
+  return result;
+}
+
 MachORepair prune_macho(const Bytes& file, const RepairOptions& options) {
-  return process_file(file, options, prune_slice);
+  return MachORewrite(file, options, RewriteKind::Prune).run();
 }
 
 MachORepair sign_macho(const Bytes& file, const RepairOptions& options) {
-  return process_file(file, options, sign_slice);
+  return MachORewrite(file, options, RewriteKind::Sign).run();
 }
 
 }  // namespace machofix

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +37,7 @@ struct SignatureReport {
   uint32_t page_size = 0;
   std::vector<std::string> problems;  // why it is invalid: which page, which slot
   std::vector<std::string> notes;     // what cannot be checked here (Info.plist hash, CMS)
+  std::optional<uint64_t> first_problem_at;  // absolute file offset of problems.front()
 };
 
 struct SliceReport {
@@ -65,6 +68,9 @@ struct RepairOptions {
   PruneOptions prune;
   bool sign_unsigned = false;   // --sign: add an ad hoc signature to unsigned slices
   bool replace_identity = false;  // --adhoc: replace a Developer ID signature with an ad hoc one
+  // --resign-invalid: re-sign a slice whose input signature is invalid (a hash
+  // mismatch, a malformed signature) instead of refusing the file.
+  bool resign_invalid = false;
   std::string identifier;         // --identifier for `sign`; empty: keep / derive
   std::string file_name;          // names a new signature when the file has no install name
 };
@@ -77,7 +83,37 @@ struct MachORepair {
 // What inspect shows: analysis and plan per slice, signature checked; nothing rewritten.
 MachOReport inspect_macho(const Bytes& file, const RepairOptions& options = {});
 
+enum class RewriteKind { Prune, Sign };
+
+// A Mach-O file (thin or universal) read and judged, ready to be rewritten.
+//
+// The constructor takes every decision that refuses the file, for all slices before
+// any slice is rewritten, at about the cost of `machofix verify`: each 64-bit slice
+// is parsed, its input signature verified (once: the reports use that result), its
+// imports analyzed and, for prune, the removals planned. It throws an Error marked
+// as a refusal (Error::refusal()), naming the slice, when a slice
+//  - has an invalid signature (a page or special-slot hash mismatch, a malformed
+//    signature; the message names the first wrong page or slot and the Error
+//    carries its file offset), unless options.resign_invalid: re-signing would make
+//    a changed or corrupt file look valid;
+//  - is signed with an identity and would be re-signed, unless options.replace_identity.
+// run() then does the work: prune, re-sign, re-read and verify every changed slice.
+class MachORewrite {
+ public:
+  MachORewrite(const Bytes& file, const RepairOptions& options, RewriteKind kind);
+  ~MachORewrite();
+  MachORewrite(MachORewrite&&) noexcept;
+  MachORewrite& operator=(MachORewrite&&) noexcept;
+
+  MachORepair run();  // once
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
 // prune + re-sign every slice; every rewrite is re-read and verified before returning.
+// MachORewrite in one go.
 MachORepair prune_macho(const Bytes& file, const RepairOptions& options);
 
 // `machofix sign`: re-sign every slice (or add a signature), no pruning.

@@ -110,16 +110,23 @@ struct PteReport {
 // runs inspect_macho on every Mach-O blob. Throws Error with absolute offsets.
 PteReport inspect_pte(const Bytes& file, const RepairOptions& options = {});
 
-// What happens to each Mach-O blob: prune_macho in production; tests pass a
-// stand-in to make a blob grow or shrink. Blob bytes carry their absolute file
-// offset as Bytes::base().
-using BlobRewriter = std::function<MachORepair(const Bytes& blob, const RepairOptions& options)>;
+// What happens to each Mach-O blob, in two steps. The first reads the blob and takes
+// every decision that refuses it (throwing Error), for every blob before anything
+// is written or copied; it returns the second, which rewrites it. Production uses
+// MachORewrite (macho_rewriter); tests pass stand-ins that make a blob grow or
+// shrink. Blob bytes carry their absolute file offset as Bytes::base().
+using BlobRewrite = std::function<MachORepair()>;
+using BlobRewriter = std::function<BlobRewrite(const Bytes& blob, const RepairOptions& options)>;
+BlobRewriter macho_rewriter(RewriteKind kind);
 
 // Prunes every Mach-O blob, renews content-hash keys, moves later segments when a
-// blob changes size, and writes `output_path` through AtomicOutput: unchanged
-// ranges copied by the kernel, changed bytes written, then the temporary output is
-// re-read and verified (FlatBuffers Verifier, every segment re-located, every byte
-// compared with the input or with what was meant to be written) before commit().
+// blob changes size, and writes `output_path` through AtomicOutput. Every blob is
+// read and judged (the rewriter's first step: an invalid signature, an identity
+// signature without --adhoc refuse the file) before the output is created; then
+// unchanged ranges are copied by the kernel, changed bytes written, and the temporary
+// output is re-read and verified (FlatBuffers Verifier, every segment re-located,
+// every byte compared with the input or with what was meant to be written) before
+// commit().
 //
 // - dry_run: everything up to writing; nothing is created, not even a temporary file.
 // - Nothing to change: when output_path is another file, it becomes an identical
@@ -127,7 +134,7 @@ using BlobRewriter = std::function<MachORepair(const Bytes& blob, const RepairOp
 // - Any failure throws Error (file offsets, part = named-data key, ...) and leaves
 //   output_path untouched.
 PteReport repair_pte(const MappedFile& input, const std::string& output_path, const RepairOptions& options,
-                     bool dry_run, const BlobRewriter& rewrite = prune_macho);
+                     bool dry_run, const BlobRewriter& rewrite = macho_rewriter(RewriteKind::Prune));
 
 // ---------------------------------------------------------------------------
 // Building blocks, exposed for the unit tests.

@@ -12,8 +12,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <exception>
 #include <cstring>
+#include <exception>
+#include <memory>
 #include <optional>
 #include <thread>
 
@@ -87,19 +88,41 @@ void require_blob_alone(const Container& container, uint32_t index) {
   }
 }
 
-std::vector<BlobJob> rewrite_blobs(const Container& container, const RepairOptions& options, const BlobRewriter& rewrite) {
-  std::vector<BlobJob> jobs;
+// A Mach-O blob read and judged (the rewriter's first step), waiting for its rewrite.
+struct JudgedBlob {
+  uint32_t segment_index = 0;
+  Bytes bytes;
+  BlobRewrite rewrite;
+};
+
+// Every blob is judged before anything is written or copied: a refusal costs no more
+// than reading the blobs.
+std::vector<JudgedBlob> judge_blobs(const Container& container, const RepairOptions& options, const BlobRewriter& rewriter) {
+  std::vector<JudgedBlob> judged;
   for (uint32_t index : macho_segments(container)) {
-    BlobJob job;
-    job.segment_index = index;
-    job.old_bytes = container.segment_bytes(index);
+    Bytes bytes = container.segment_bytes(index);
     try {
-      job.result = rewrite(job.old_bytes, blob_options(container, index, options));
-      job.changed = job.result.output.size() != job.old_bytes.size() ||
-                    std::memcmp(job.result.output.data(), job.old_bytes.data(), job.old_bytes.size()) != 0;
-      if (job.changed) require_blob_alone(container, index);
+      judged.push_back({index, bytes, rewriter(bytes, blob_options(container, index, options))});
     } catch (Error& error) {
       throw error.in_part(blob_part(container, index));
+    }
+  }
+  return judged;
+}
+
+std::vector<BlobJob> rewrite_blobs(const Container& container, std::vector<JudgedBlob>& judged) {
+  std::vector<BlobJob> jobs;
+  for (JudgedBlob& blob : judged) {
+    BlobJob job;
+    job.segment_index = blob.segment_index;
+    job.old_bytes = blob.bytes;
+    try {
+      job.result = blob.rewrite();
+      job.changed = job.result.output.size() != job.old_bytes.size() ||
+                    std::memcmp(job.result.output.data(), job.old_bytes.data(), job.old_bytes.size()) != 0;
+      if (job.changed) require_blob_alone(container, blob.segment_index);
+    } catch (Error& error) {
+      throw error.in_part(blob_part(container, blob.segment_index));
     }
     job.old_sha256 = sha256_hex(job.old_bytes);
     job.new_sha256 = job.changed ? sha256_hex(Bytes(job.result.output)) : job.old_sha256;
@@ -279,9 +302,9 @@ BlobReport blob_report(const Container& container, const BlobJob& job) {
   return report;
 }
 
-Plan make_plan(const Container& container, const RepairOptions& options, const BlobRewriter& rewrite, PteReport& report) {
+Plan make_plan(const Container& container, std::vector<JudgedBlob>& judged, PteReport& report) {
   Plan plan;
-  plan.blobs = rewrite_blobs(container, options, rewrite);
+  plan.blobs = rewrite_blobs(container, judged);
   for (const NamedEntry& named : container.named) plan.new_keys.push_back(named.key);
   for (const BlobJob& job : plan.blobs) {
     BlobReport entry = blob_report(container, job);
@@ -592,10 +615,18 @@ void verify_output(const Container& before, const Plan& plan, const std::string&
 
 }  // namespace
 
+BlobRewriter macho_rewriter(RewriteKind kind) {
+  return [kind](const Bytes& blob, const RepairOptions& options) -> BlobRewrite {
+    auto rewrite = std::make_shared<MachORewrite>(blob, options, kind);
+    return [rewrite] { return rewrite->run(); };
+  };
+}
+
 PteReport repair_pte(const MappedFile& input, const std::string& output_path, const RepairOptions& options, bool dry_run,
                      const BlobRewriter& rewrite) {
   Container container = read_container(input.bytes());
   PteReport report = describe(container);
+  std::vector<JudgedBlob> judged = judge_blobs(container, options, rewrite);
   bool writes = !dry_run && !output_path.empty();
   bool in_place = writes && same_file(input, output_path);
   // Replacing the input must survive a power loss; a new file beside it need not.
@@ -610,7 +641,7 @@ PteReport repair_pte(const MappedFile& input, const std::string& output_path, co
     checker.emplace(input, output->temp_path(), input.size());
     ahead.emplace(input, *output, *checker);
   }
-  Plan plan = make_plan(container, options, rewrite, report);
+  Plan plan = make_plan(container, judged, report);
   // Unchanged: an identical copy for another path, nothing at all in place.
   if (!writes || (!plan.changed && in_place)) return report;
   if (keeps_layout(plan, input.size())) {

@@ -63,6 +63,12 @@ void add_output(CLI::App* command, Settings& settings) {
   command->add_flag("--in-place", settings.job.in_place, "replace each changed file atomically (new inode, mode kept)");
 }
 
+void add_resign_invalid(CLI::App* command, Settings& settings) {
+  command->add_flag("--resign-invalid", settings.job.repair.resign_invalid,
+                    "re-sign slices whose input signature is invalid (changed or corrupt after signing); without it "
+                    "such files are refused");
+}
+
 bool json_to_stdout(const Settings& settings) { return settings.json == "-"; }
 
 // Writes the JSON report where --json asked; false (after an error message) if it could not.
@@ -201,6 +207,7 @@ int main(int argc, char** argv) {
   prune->add_flag("--sign", settings.job.repair.sign_unsigned, "also sign unsigned slices (ad hoc)");
   prune->add_flag("--adhoc", settings.job.repair.replace_identity,
                   "replace an identity (Developer ID) signature with an ad hoc one; without it such files are refused");
+  add_resign_invalid(prune, settings);
   add_json(prune, settings);
   add_jobs(prune, settings);
   add_policy(prune, settings);
@@ -211,6 +218,7 @@ int main(int argc, char** argv) {
   sign->add_option("--identifier", settings.job.repair.identifier,
                    "identifier for a new signature (default: install name leaf, else file name)");
   sign->add_flag("--adhoc", settings.job.repair.replace_identity, "replace an identity (Developer ID) signature with an ad hoc one");
+  add_resign_invalid(sign, settings);
   add_json(sign, settings);
   add_jobs(sign, settings);
 

@@ -150,6 +150,9 @@ void json_signature(Json& json, const SignatureReport& signature) {
   json.key("hash_types").strings(signature.hash_types);
   json.field("page_size", static_cast<uint64_t>(signature.page_size));
   json.key("problems").strings(signature.problems);
+  json.key("first_problem_offset");
+  if (signature.first_problem_at) json.value(*signature.first_problem_at);
+  else json.null();
   json.key("notes").strings(signature.notes);
   json.end_object();
 }

@@ -7,7 +7,12 @@ For every Mach-O file of the fetched corpus:
  - one flipped byte in a page makes `verify` fail naming that page;
  - `prune` removes exactly the dylibs listed below; its output verifies (machofix and
    an independent hashlib check), llvm-objdump/llvm-nm read it without error and
-   every import binds to the same library; a second prune changes nothing.
+   every import binds to the same library; a second prune changes nothing;
+ - for the files in TAMPERED, one byte of the arm64 slice's __text flipped: `prune`
+   refuses the file (exit 2, naming the slice and the page, nothing written, input
+   untouched; under --adhoc too for the identity-signed one); with --resign-invalid
+   it is pruned as usual, re-signed, verifies, and the JSON says where the input
+   signature was wrong.
 Usage: test_corpus.py MACHOFIX WORK_DIR   (run after fetch_corpus.py)
 """
 import json
@@ -21,6 +26,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "fixtures"))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
 import codesign_check  # noqa: E402
 import imports  # noqa: E402
+import tamper  # noqa: E402
 
 FRAMEWORKS = "/System/Library/Frameworks/"
 EXPECTED_REMOVED = {
@@ -39,6 +45,9 @@ EXPECTED_WARNING = {"bins/mac-arm64-metal/libggml-metal.so", "prebuilds/darwin-a
                     "prebuilds/darwin-x64/uiohook-napi.node", "bin/sentry-cli"}
 IDENTITY_SIGNED = {"bin/sentry-cli"}  # Developer ID: refused unless --adhoc
 FLAT_NAMESPACE = {"bin/esbuild"}
+# A thin dylib, a universal bundle (x86_64 unsigned), the identity-signed universal
+# executable and a flat-namespace executable: their arm64 __text is changed.
+TAMPERED = {"bins/mac-arm64-metal/libggml-metal.so", "fsevents.node", "bin/sentry-cli", "bin/esbuild"}
 
 
 def run(*args):
@@ -144,6 +153,32 @@ def check_prune(machofix, entry, work):
     return problems
 
 
+def check_tampered(machofix, entry, work):
+    """A byte of the arm64 __text flipped: refused, and re-signed only with --resign-invalid."""
+    source, path = entry["cached_path"], entry["path"]
+    with open(source, "rb") as handle:
+        data = bytearray(handle.read())
+    page_at, page_text = tamper.tamper_text(data, "arm64")
+    tampered = os.path.join(work, "tampered")
+    with open(tampered, "wb") as handle:
+        handle.write(data)
+    adhoc = ["--adhoc"] if path in IDENTITY_SIGNED else []
+    output = os.path.join(work, "tampered-out")
+    problems = tamper.check_refused([machofix, "prune", tampered, "-o", output, *adhoc], tampered, output, work,
+                                    [tampered, "slice arm64", f"offset {page_at:#x}", page_text, "--resign-invalid"])
+    removed = {} if path in FLAT_NAMESPACE else EXPECTED_REMOVED.get(path, {})
+    original = imports.inspect(tampered)
+
+    def verify(pruned):
+        found = [] if run(machofix, "verify", pruned).returncode == 0 else ["machofix verify rejects the re-signed file"]
+        found += [f"independent signature check: {d[:2]}" for s, d in codesign_check.check_file(pruned) if s == "invalid"]
+        return found + imports.compare(pruned, expected_reference(original, removed), original)
+
+    problems += tamper.check_resigned([machofix, "prune", tampered, "-o", output, "--resign-invalid", "--json", *adhoc],
+                                      output, "arm64", page_text, page_at, verify)
+    return [f"tampered: {problem}" for problem in problems]
+
+
 def main():
     machofix, work = sys.argv[1:3]
     cache = os.environ.get("MACHOFIX_CACHE", os.path.expanduser("~/.cache/machofix/corpus"))
@@ -159,10 +194,16 @@ def main():
         os.makedirs(case_dir)
         problems = (check_sign_and_verify(machofix, entry, case_dir) + check_flipped_byte(machofix, entry, case_dir)
                     + check_prune(machofix, entry, case_dir))
+        if entry["path"] in TAMPERED:
+            problems += check_tampered(machofix, entry, case_dir)
         print(f"{'FAIL' if problems else 'ok  '} {entry['package']} {entry['path']}")
         for problem in problems:
             print(f"     {problem}")
         failures += bool(problems)
+    missing = TAMPERED - {entry["path"] for entry in entries}
+    if missing:
+        print(f"FAIL the corpus lacks the files to tamper with: {sorted(missing)}")
+        failures += 1
     print(f"{len(entries) - failures}/{len(entries)} corpus files pass")
     return 1 if failures else 0
 

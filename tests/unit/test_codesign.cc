@@ -628,8 +628,11 @@ TEST_CASE("a codesign ad hoc signature with entitlements: verify, renew no-op, r
   std::vector<uint8_t> edited = file;
   const SignatureBlob* ent = signature->blob_in_slot(cs::kSlotEntitlements);
   edited[signature->offset + ent->offset + ent->length - 3] = 'X';
-  CHECK(verify(edited) ==
-        std::vector<std::string>{"CodeDirectory sha256: special slot 5 (entitlements) hash mismatch"});
+  uint64_t ent_at = signature->offset + ent->offset;
+  CHECK(verify(edited) == std::vector<std::string>{"CodeDirectory sha256: special slot 5 (entitlements) hash mismatch "
+                                                   "(its blob: slice bytes " +
+                                                   hex(ent_at) + "-" + hex(ent_at + ent->length) + ")"});
+  CHECK(check_code_signature(parse(edited)).first_problem_at == ent_at);
   std::vector<uint8_t> resealed = renewed(edited);
   CHECK(verify(resealed).empty());
 
@@ -638,8 +641,10 @@ TEST_CASE("a codesign ad hoc signature with entitlements: verify, renew no-op, r
   const CodeDirectory& cd = signature->primary();
   uint64_t slot2 = signature->offset + cd.offset + cd.hash_offset - 2 * 32;
   std::fill(zeroed.begin() + slot2, zeroed.begin() + slot2 + 32, 0);
-  CHECK(verify(zeroed) ==
-        std::vector<std::string>{"CodeDirectory sha256: special slot 2 (requirements) hash mismatch"});
+  uint64_t requirements_at = signature->offset + signature->blob_in_slot(cs::kSlotRequirements)->offset;
+  CHECK(verify(zeroed) == std::vector<std::string>{"CodeDirectory sha256: special slot 2 (requirements) hash mismatch "
+                                                   "(its blob: slice bytes " +
+                                                   hex(requirements_at) + "-" + hex(requirements_at + 12) + ")"});
   CHECK(renewed(zeroed) == file);
 }
 
@@ -822,6 +827,41 @@ TEST_CASE("add_adhoc_signature writes exactly what ld64.lld writes for the same 
     std::vector<uint8_t> signed_file = add_adhoc_signature(parse(unsigned_file), c.identifier);
     CHECK(signed_file == c.signed_by_lld);
   }
+}
+
+TEST_CASE("replace_unreadable_signature: a corrupt lld signature becomes exactly what ld64.lld wrote") {
+  struct Case {
+    std::vector<uint8_t> signed_by_lld;
+    std::string identifier;
+  };
+  for (const Case& c : {Case{lld_arm64_dylib(), "lib_arm64.dylib"}, Case{lld_x86_exec_signed(), "main_x86_64_signed"}}) {
+    INFO(c.identifier);
+    std::vector<uint8_t> corrupt = c.signed_by_lld;
+    corrupt[signature_offset(corrupt) + kLldCd + 3] ^= 0x01;  // CodeDirectory magic
+    CHECK_THROWS_AS(read_code_signature(parse(corrupt)), Error);
+    CHECK(replace_unreadable_signature(parse(corrupt), c.identifier) == c.signed_by_lld);
+  }
+}
+
+TEST_CASE("replace_unreadable_signature refuses a signature that does not end the slice") {
+  std::vector<uint8_t> file = lld_arm64_dylib();
+  file.resize(file.size() + 16, 0);  // bytes after the signature (and after __LINKEDIT)
+  CHECK(contains(error_of([&] { replace_unreadable_signature(parse(file), "x"); }).problem(),
+                 "does not end both __LINKEDIT and the slice"));
+}
+
+TEST_CASE("the first problem's file offset: the page, the malformed field; none when valid") {
+  std::vector<uint8_t> file = lld_arm64_dylib();
+  CHECK(!check_code_signature(parse(file)).first_problem_at);
+  file[0x2345] ^= 0x40;
+  file[0x3456] ^= 0x40;
+  const uint64_t base = 0x10000;  // as in a universal file or a .pte: offsets are the file's
+  CHECK(check_code_signature(parse_macho(Bytes(file.data(), file.size(), base))).first_problem_at == base + 0x2000);
+  std::vector<uint8_t> corrupt = lld_arm64_dylib();
+  uint64_t cd_magic = signature_offset(corrupt) + kLldCd;
+  corrupt[cd_magic + 3] ^= 0x01;
+  SignatureCheck check = check_code_signature(parse_macho(Bytes(corrupt.data(), corrupt.size(), base)));
+  CHECK(check.first_problem_at == base + cd_magic);
 }
 
 TEST_CASE("add_adhoc_signature on lld's unsigned x86_64 link") {

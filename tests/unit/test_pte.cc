@@ -91,24 +91,34 @@ std::vector<uint8_t> fake_macho(uint64_t size, uint64_t seed) {
   return bytes;
 }
 
+// A rewriter whose first step accepts every blob and whose second does all the work.
+using OneStep = std::function<MachORepair(const Bytes& blob, const RepairOptions& options)>;
+BlobRewriter in_second_step(OneStep rewrite) {
+  return [rewrite](const Bytes& blob, const RepairOptions& options) -> BlobRewrite {
+    return [rewrite, blob, options] { return rewrite(blob, options); };
+  };
+}
+
+const BlobRewriter kPrune = macho_rewriter(RewriteKind::Prune);
+
 // A stand-in for prune_macho: flips a byte, then grows (0xee bytes) or shrinks.
 BlobRewriter resize_by(int64_t delta) {
-  return [delta](const Bytes& blob, const RepairOptions&) {
+  return in_second_step([delta](const Bytes& blob, const RepairOptions&) {
     MachORepair repair;
     repair.output.assign(blob.data(), blob.data() + blob.size());
     repair.output[64] ^= 0x5a;
     repair.output.resize(static_cast<size_t>(static_cast<int64_t>(blob.size()) + delta), 0xee);
     repair.report.changed = true;
     return repair;
-  };
+  });
 }
 
 BlobRewriter unchanged() {
-  return [](const Bytes& blob, const RepairOptions&) {
+  return in_second_step([](const Bytes& blob, const RepairOptions&) {
     MachORepair repair;
     repair.output.assign(blob.data(), blob.data() + blob.size());
     return repair;
-  };
+  });
 }
 
 std::vector<uint8_t> slice(const std::vector<uint8_t>& bytes, uint64_t offset, uint64_t size) {
@@ -158,7 +168,7 @@ void check_rewrite(const std::vector<uint8_t>& input, const Rewrite& rewrite, co
     uint64_t kept_alignment = std::min<uint64_t>(lowest_bit(old_bytes.base()), kMaxKeptAlignment);
     CHECK(lowest_bit(new_bytes.base()) >= kept_alignment);
     if (std::count(macho.begin(), macho.end(), i)) {
-      MachORepair expected = rewriter(old_bytes, pte_internal::blob_options(before, i, options));
+      MachORepair expected = rewriter(old_bytes, pte_internal::blob_options(before, i, options))();
       CHECK(std::vector<uint8_t>(new_bytes.data(), new_bytes.data() + new_bytes.size()) == expected.output);
       continue;
     }
@@ -293,7 +303,7 @@ TEST_CASE("sample metal_hashkeys.pte: libomp removed, so key renewed in NamedDat
   const uint64_t kKeyAt = 0xd8;       // NamedData[0].key characters (72: 64 hex + "_so_blob")
   const uint64_t kPayloadAt = 0x380;  // segment 1: "so_key\nweights_key", 150 bytes
   const uint64_t kBlobAt = 0x480, kBlobSize = 50400;  // segment 2
-  Rewrite rewrite = rewrite_file(input, prune_macho);
+  Rewrite rewrite = rewrite_file(input, kPrune);
   REQUIRE(rewrite.output.size() == input.size());
 
   std::vector<uint8_t> old_blob = slice(input, kBlobAt, kBlobSize), new_blob = slice(rewrite.output, kBlobAt, kBlobSize);
@@ -333,13 +343,13 @@ TEST_CASE("sample metal_hashkeys.pte: libomp removed, so key renewed in NamedDat
   CHECK(blob.renewals[0].new_key == new_hash + "_so_blob");
   CHECK(blob.renewals[0].renewed_in == std::vector<std::string>{"NamedData.key", "delegate payload (segment 1)"});
   CHECK(rewrite.report.written);
-  check_rewrite(input, rewrite, prune_macho, true);
+  check_rewrite(input, rewrite, kPrune, true);
 }
 
 TEST_CASE("sample metal_methodkeys.pte: libomp removed, keys unchanged, nothing else changed" * doctest::test_suite("executorch-samples")) {
   std::vector<uint8_t> input = pte_test::read_file(samples_directory() + "/metal_methodkeys.pte");
   const uint64_t kBlobAt = 0x300, kBlobSize = 33904;  // segment 1 (offset 0: omitted)
-  Rewrite rewrite = rewrite_file(input, prune_macho);
+  Rewrite rewrite = rewrite_file(input, kPrune);
   REQUIRE(rewrite.output.size() == input.size());
   std::vector<uint8_t> old_blob = slice(input, kBlobAt, kBlobSize), new_blob = slice(rewrite.output, kBlobAt, kBlobSize);
   CHECK(new_blob == prune_macho(Bytes(old_blob.data(), old_blob.size(), kBlobAt), RepairOptions{}).output);
@@ -355,8 +365,8 @@ TEST_CASE("sample metal_methodkeys.pte: libomp removed, keys unchanged, nothing 
 
 TEST_CASE("pruning a pruned sample changes nothing" * doctest::test_suite("executorch-samples")) {
   std::vector<uint8_t> input = pte_test::read_file(samples_directory() + "/metal_hashkeys.pte");
-  Rewrite once = rewrite_file(input, prune_macho);
-  Rewrite twice = rewrite_file(once.output, prune_macho);
+  Rewrite once = rewrite_file(input, kPrune);
+  Rewrite twice = rewrite_file(once.output, kPrune);
   CHECK(!twice.report.changed);
   CHECK(twice.output == once.output);
 }
@@ -371,7 +381,7 @@ TEST_CASE("matrix: every case rewritten as expected and verified byte for byte")
     std::vector<uint8_t> input = pte_test::build(test_case.spec);
     RepairOptions options;
     options.sign_unsigned = test_case.sign_unsigned;
-    BlobRewriter rewriter = [](const Bytes& blob, const RepairOptions& blob_options) { return prune_macho(blob, blob_options); };
+    BlobRewriter rewriter = kPrune;
     Rewrite rewrite = rewrite_file(input, rewriter, options);
     CHECK(rewrite.report.written);
     size_t rewritten = 0, renewed = 0;
@@ -424,7 +434,7 @@ TEST_CASE("matrix: a content-hash key in a .ptd is kept, with a warning") {
     if (test_case.name != "ptd_hash_key_4096") continue;
     std::vector<uint8_t> input = pte_test::build(test_case.spec);
     CHECK(looks_like_ptd(Bytes(input)));
-    Rewrite rewrite = rewrite_file(input, prune_macho);
+    Rewrite rewrite = rewrite_file(input, kPrune);
     REQUIRE(rewrite.report.warnings.size() == 1);
     CHECK(rewrite.report.warnings[0].find("kept") != std::string::npos);
     CHECK(read_container(Bytes(rewrite.output)).named[0].key == test_case.spec.named[0].key);
@@ -653,9 +663,9 @@ TEST_CASE("a blob the rewriter rejects: the error names its key and offset, noth
   REQUIRE(container.named[0].key == "forward_so_blob");
   uint32_t segment = container.named[0].segment_index;
   uint64_t blob_at = container.segment_start(segment);
-  BlobRewriter reject = [](const Bytes& blob, const RepairOptions&) -> MachORepair {
+  BlobRewriter reject = in_second_step([](const Bytes& blob, const RepairOptions&) -> MachORepair {
     blob.fail_here(0x20, "load command runs past sizeofcmds");
-  };
+  });
   Failure failure = repair_failure(input, reject);
   CHECK_MESSAGE(failure.text.find("named data 'forward_so_blob' (segment " + std::to_string(segment) + "): offset " +
                                   hex(blob_at + 0x20)) != std::string::npos,
@@ -663,11 +673,39 @@ TEST_CASE("a blob the rewriter rejects: the error names its key and offset, noth
   CHECK(failure.offset == blob_at + 0x20);
 }
 
+TEST_CASE("every blob is judged before any is rewritten; a refusal rewrites nothing and creates nothing") {
+  std::vector<uint8_t> input = synthetic_pte(pte_test::Keys::Method);  // two Mach-O blobs
+  Container container = read_container(Bytes(input));
+  std::vector<std::string> events;
+  auto rewriter = [&events](bool refuse_second) -> BlobRewriter {
+    return [&events, refuse_second](const Bytes& blob, const RepairOptions& options) -> BlobRewrite {
+      events.push_back("judge " + hex(blob.base()));
+      if (refuse_second && events.size() == 2) throw Error("refused", blob.base()).as_refusal();
+      return [&events, blob, options] {
+        events.push_back("rewrite " + hex(blob.base()));
+        return resize_by(16)(blob, options)();
+      };
+    };
+  };
+  std::vector<uint32_t> blobs = pte_internal::macho_segments(container);
+  REQUIRE(blobs.size() == 2);
+  std::string first = hex(container.segment_start(blobs[0])), second = hex(container.segment_start(blobs[1]));
+
+  rewrite_file(input, rewriter(false));
+  CHECK(events == std::vector<std::string>{"judge " + first, "judge " + second, "rewrite " + first, "rewrite " + second});
+
+  events.clear();
+  Failure failure = repair_failure(input, rewriter(true));  // also checks that nothing is left but the input
+  CHECK(failure.thrown);
+  CHECK(failure.offset == container.segment_start(blobs[1]));
+  CHECK(events == std::vector<std::string>{"judge " + first, "judge " + second});
+}
+
 TEST_CASE("a real Mach-O blob that is malformed fails with its key and an offset inside it" * doctest::test_suite("executorch-samples")) {
   std::vector<uint8_t> broken = pte_test::read_file(samples_directory() + "/metal_methodkeys.pte");
   const uint64_t kBlobAt = 0x300;
   put_u64(broken, kBlobAt + 20, 0xffff);  // sizeofcmds (and flags) far past the blob
-  Failure failure = repair_failure(broken, prune_macho);
+  Failure failure = repair_failure(broken, kPrune);
   CHECK(failure.thrown);
   CHECK_MESSAGE(failure.text.find("named data 'forward_so_blob' (segment 1)") != std::string::npos, failure.text);
   REQUIRE(failure.offset);
@@ -687,10 +725,10 @@ TEST_CASE("a failure while writing leaves nothing behind") {
   // be SIGBUS, the price of mapping a file someone else truncates.)
   uint32_t blob = container.named[0].segment_index;
   uint64_t keep = container.segment_start(blob) + container.segments[blob].size;
-  BlobRewriter truncating = [&](const Bytes& blob, const RepairOptions& options) {
+  BlobRewriter truncating = in_second_step([&](const Bytes& blob, const RepairOptions& options) {
     REQUIRE(truncate(path.c_str(), static_cast<off_t>(keep)) == 0);
-    return resize_by(0)(blob, options);
-  };
+    return resize_by(0)(blob, options)();
+  });
   MappedFile mapped(path);
   Failure failure = failure_of([&] { repair_pte(mapped, directory / "out.pte", RepairOptions{}, false, truncating); });
   CHECK(failure.text.find("the input became shorter") != std::string::npos);
