@@ -275,6 +275,7 @@ void json_file(Json& json, const FileReport& report) {
   json.field("kind", file_kind_name(report.kind));
   json.field("status", report.status);
   if (!report.error.empty()) json.field("error", report.error);
+  if (report.refused) json.field("refused", true);
   json.key("notes").strings(report.notes);
   json.field("dylibs_removed", static_cast<uint64_t>(report.removed_count()));
   json.field("bytes_written", report.bytes_written);

@@ -298,7 +298,8 @@ def test_refused_before_rewriting(case):
 
 
 def test_directory(case):
-    """One broken file in a tree: refused, the others still repaired; exit 2."""
+    """One broken file in a tree: refused (the JSON says so), the others still
+    repaired; exit 2."""
     tree = case.path("tree")
     os.makedirs(tree)
     data = case.fixture(THIN)
@@ -307,10 +308,17 @@ def test_directory(case):
         handle.write(data)
     shutil.copyfile(os.path.join(case.fixtures, THIN), os.path.join(tree, "b-good.dylib"))
     out = case.path("out")
-    result = run(case.machofix, "prune", tree, "-o", out)
+    result = run(case.machofix, "prune", tree, "-o", out, "--json", case.path("report.json"))
     problems = []
     if result.returncode != 2 or page_text not in result.stderr or "a-tampered.dylib" not in result.stderr:
         problems.append(f"exit {result.returncode}, stderr {result.stderr.strip()[:300]}")
+    with open(case.path("report.json")) as handle:
+        files = {os.path.basename(f["path"]): f for f in json.load(handle)["files"]}
+    refused = files.get("a-tampered.dylib", {})
+    if refused.get("status") != "failed" or not refused.get("refused") or page_text not in refused.get("error", ""):
+        problems.append(f"JSON for the refused file: {refused}")
+    if files.get("b-good.dylib", {}).get("status") != "changed" or "refused" in files.get("b-good.dylib", {}):
+        problems.append(f"JSON for the good file: {files.get('b-good.dylib')}")
     if tamper.files_under(out) != ["b-good.dylib"]:
         problems.append(f"output tree: {tamper.files_under(out)}")
     return problems + case.verified(os.path.join(out, "b-good.dylib"))
