@@ -9,7 +9,10 @@
    (prune + re-sign + verify + write) against `llvm-install-name-tool-16 -add_rpath`
    (which also rewrites and re-signs; target 1.0x or better), and `machofix verify`
    (every page hashed) against `sha256sum` (target 1.2x or better);
- - a batch of many models with --jobs 1 and --jobs 2.
+ - a batch of many models with --jobs 1 and --jobs 2;
+ - refusals: `machofix prune` of a dylib whose __text was changed after signing, and
+   of an identity-signed one (no --adhoc), both refused, against `machofix verify`
+   of the same file (target: about 1x: every refusal is decided before any rewriting).
 Each time is the median of several runs with the input in the page cache. Needs the
 LLVM 16 tools and a built tree (scripts/setup.sh). Files go to $BENCH_DIR or /tmp.
 """
@@ -25,10 +28,12 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
+import tamper  # noqa: E402
 
 
-def run_once(command, prepare=None, cleanup=None):
-    """Wall time of one run of `command` and its peak RSS (KiB)."""
+def run_once(command, prepare=None, cleanup=None, status=0):
+    """Wall time of one run of `command`, which must exit with `status`, and its peak RSS (KiB)."""
     if prepare:
         prepare()
     # Dirty pages of earlier runs would otherwise be written back during this one.
@@ -36,8 +41,8 @@ def run_once(command, prepare=None, cleanup=None):
     start = time.perf_counter()
     result = subprocess.run(["/usr/bin/time", "-f", "%M", *command], capture_output=True, text=True)
     seconds = time.perf_counter() - start
-    if result.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} failed: {result.stderr}")
+    if result.returncode != status:
+        raise SystemExit(f"{' '.join(command)}: exit {result.returncode}, not {status}: {result.stderr}")
     if cleanup:
         cleanup()
     return seconds, int(result.stderr.strip().splitlines()[-1])
@@ -125,6 +130,39 @@ def bench_macho(machofix, work, sizes_mb, runs):
     return rows
 
 
+def bench_refusals(machofix, work, sizes_kib, runs):
+    rows = []
+    for size in sizes_kib:
+        dylib = os.path.join(work, f"big-{size}k.dylib")
+        subprocess.run([os.path.join(ROOT, "bench", "make_big_dylib.sh"), dylib, str(size)], check=True)
+        with open(dylib, "rb") as handle:
+            data = bytearray(handle.read())
+        tamper.tamper_text(data, "arm64")
+        tampered = os.path.join(work, "tampered.dylib")
+        with open(tampered, "wb") as handle:
+            handle.write(data)
+        identity = os.path.join(work, "identity.dylib")
+        subprocess.run([sys.executable, os.path.join(ROOT, "tests", "support", "identity_sign.py"), dylib, identity],
+                       check=True)
+        os.unlink(dylib)
+        for path in (tampered, identity):
+            warm(path)
+        out = os.path.join(work, "out.dylib")
+        verify_tampered, refuse_tampered, verify_identity, refuse_identity = timed(
+            ([machofix, "verify", "-q", tampered], None, None, 1),
+            ([machofix, "prune", "-q", tampered, "-o", out], None, None, 2),
+            ([machofix, "verify", "-q", identity], None, None, 0),
+            ([machofix, "prune", "-q", identity, "-o", out], None, None, 2), runs=runs)
+        rows.append((f"{os.path.getsize(tampered) / 1e6:,.1f} MB", verify_tampered.median, refuse_tampered.median,
+                     refuse_tampered.median / verify_tampered.median, refuse_tampered.best / verify_tampered.best,
+                     verify_identity.median, refuse_identity.median, refuse_identity.median / verify_identity.median,
+                     refuse_identity.best / verify_identity.best))
+        for path in (tampered, identity, out):
+            if os.path.exists(path):
+                os.unlink(path)
+    return rows
+
+
 def bench_batch(machofix, pte_writer, work, count, runs):
     tree = os.path.join(work, "batch")
     sample = os.path.join(work, "sample")
@@ -158,11 +196,11 @@ def main():
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
     parser.add_argument("--quick", action="store_true", help="small sizes, 3 runs: a smoke test of the script")
     parser.add_argument("--write", help="also write the results as markdown to this file")
-    parser.add_argument("--only", choices=["pte", "macho", "batch"], action="append",
+    parser.add_argument("--only", choices=["pte", "macho", "batch", "refusals"], action="append",
                         help="run only these parts (repeatable); all by default")
     parser.add_argument("--runs", type=int, help="runs per figure (median); 5 by default, 3 with --quick")
     arguments = parser.parse_args()
-    parts = set(arguments.only or ["pte", "macho", "batch"])
+    parts = set(arguments.only or ["pte", "macho", "batch", "refusals"])
     machofix = os.path.join(arguments.build, "machofix")
     pte_writer = os.path.join(arguments.build, "tests", "pte_writer")
     runs = arguments.runs or (3 if arguments.quick else 5)
@@ -173,6 +211,8 @@ def main():
         pte = bench_pte(machofix, pte_writer, work, pte_sizes, runs) if "pte" in parts else []
         macho = bench_macho(machofix, work, macho_sizes, runs) if "macho" in parts else []
         batch = bench_batch(machofix, pte_writer, work, 20 if arguments.quick else 100, runs) if "batch" in parts else []
+        refusal_sizes = [10240] if arguments.quick else [10240, 204800]  # KiB
+        refusals = bench_refusals(machofix, work, refusal_sizes, runs) if "refusals" in parts else []
     finally:
         shutil.rmtree(work, ignore_errors=True)
     report = "\n\n".join([
@@ -187,6 +227,10 @@ def main():
               macho, ["{}", "{:.3f}", "{:.3f}", "{:.2f}x", "{:.2f}x", "{:.3f}", "{:.3f}", "{:.2f}x", "{:.2f}x"]),
         "### Batch: a tree of models (a .pte and an 8 MiB dylib each), `prune -o DIR`",
         table(["--jobs", "files", "seconds", "best", "peak RSS MiB"], batch, ["{}", "{}", "{:.2f}", "{:.2f}", "{:.0f}"]),
+        "### Refusals: `machofix prune` of a file it refuses against `machofix verify` of the same file (target: about 1x)",
+        table(["dylib", "verify (changed __text) s", "prune refused s", "ratio", "best", "verify (identity) s",
+               "prune refused s", "ratio", "best"], refusals,
+              ["{}", "{:.3f}", "{:.3f}", "{:.2f}x", "{:.2f}x", "{:.3f}", "{:.3f}", "{:.2f}x", "{:.2f}x"]),
     ])
     print(report)
     if arguments.write:
