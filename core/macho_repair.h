@@ -1,4 +1,5 @@
-// The Mach-O job, thin or universal: analyze, prune, re-sign, verify.
+// The Mach-O job, thin or universal: analyze, judge the input signature, prune,
+// re-sign, verify.
 //
 // This is what every front end calls: `inspect`/`prune` on a plain file, and the
 // .pte/.ptd rewriter for each embedded blob. Input is a read-only view of the whole

@@ -1,11 +1,12 @@
 // repair_pte: prune every Mach-O blob of a .pte/.ptd and patch the file around it.
 //
-// The output is described as a list of pieces (ranges copied from the input, and
-// new bytes), built from three kinds of edit: a blob replaced by prune_macho's
-// output, small same-length patches (keys, DataSegment fields, header fields), and,
-// when a blob changes size, a shift of everything after it. The same pieces drive
-// the writing (copy_file_range for the copies) and the verification (every output
-// byte compared with what its piece says it must be).
+// Every blob is judged first (MachORewrite: a refusal comes before anything is
+// written or copied). The output is then described as a list of pieces (ranges
+// copied from the input, and new bytes), built from three kinds of edit: a blob
+// replaced by its rewrite, small same-length patches (keys, DataSegment fields,
+// header fields), and, when a blob changes size, a shift of everything after it.
+// The same pieces drive the writing (copy_file_range for the copies) and the
+// verification (every output byte compared with what its piece says it must be).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
