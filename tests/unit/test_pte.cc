@@ -407,6 +407,39 @@ TEST_CASE("matrix: every case rewritten as expected and verified byte for byte")
   }
 }
 
+TEST_CASE("matrix: a signed blob whose code changed refuses the file, .pte and .ptd, thin and universal") {
+  REQUIRE_BLOBS();
+  size_t refused = 0;
+  for (const pte_test::Case& test_case : pte_test::matrix(*blobs)) {
+    CAPTURE(test_case.name);
+    std::vector<uint8_t> input = pte_test::build(test_case.spec);
+    Container container = read_container(Bytes(input));
+    std::vector<uint32_t> segments = pte_internal::macho_segments(container);
+    if (segments.empty()) continue;
+    MachOReport blob = inspect_macho(container.segment_bytes(segments[0]));
+    const SliceReport* target = nullptr;
+    for (const SliceReport& slice : blob.slices)
+      if (!target && slice.signature.status == "valid") target = &slice;
+    if (!target) continue;  // unsigned blobs: nothing to break
+    MachO image = parse_macho(Bytes(input.data() + target->offset, target->size, target->offset));
+    uint64_t text = 0;
+    for (const Segment& segment : image.segments)
+      for (const Section& section : segment.sections)
+        if (section.name == "__text") text = section.file_offset;
+    REQUIRE(text > 0);
+    input[target->offset + text + 8] ^= 0xff;
+    Failure failure = repair_failure(input, kPrune);  // checks that nothing but the input is left
+    uint64_t page = (text + 8) / 4096 * 4096;
+    CHECK(failure.offset == target->offset + page);
+    for (const std::string& part : {pte_internal::blob_part(container, segments[0]), "slice " + target->arch,
+                                    std::string("the input signature is invalid"),
+                                    "page " + std::to_string(page / 4096) + " (slice bytes " + hex(page)})
+      CHECK_MESSAGE(failure.text.find(part) != std::string::npos, failure.text);
+    ++refused;
+  }
+  CHECK(refused >= 5);
+}
+
 TEST_CASE("matrix: kinds of named data and keys are reported") {
   REQUIRE_BLOBS();
   for (const pte_test::Case& test_case : pte_test::matrix(*blobs)) {
