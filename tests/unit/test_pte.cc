@@ -753,15 +753,17 @@ TEST_CASE("a failure while writing leaves nothing behind") {
   TempDir directory;
   std::string path = directory / "in.pte";
   write_bytes(path, input);
-  // The input shrinks under the (only) rewrite: copying the weights after the blob
-  // runs out of input. (Nothing reads the mapped input past the new end: that would
-  // be SIGBUS, the price of mapping a file someone else truncates.)
+  // The input shrinks while the (only) blob is judged, just before the copy starts:
+  // copying the weights after the blob runs out of input. (Nothing reads the mapped
+  // input past the new end: that would be SIGBUS, the price of mapping a file someone
+  // else truncates.) Truncating in the rewrite instead raced with the copy thread,
+  // which could copy everything first.
   uint32_t blob = container.named[0].segment_index;
   uint64_t keep = container.segment_start(blob) + container.segments[blob].size;
-  BlobRewriter truncating = in_second_step([&](const Bytes& blob, const RepairOptions& options) {
+  BlobRewriter truncating = [&](const Bytes& blob, const RepairOptions& options) {
     REQUIRE(truncate(path.c_str(), static_cast<off_t>(keep)) == 0);
-    return resize_by(0)(blob, options)();
-  });
+    return resize_by(0)(blob, options);
+  };
   MappedFile mapped(path);
   Failure failure = failure_of([&] { repair_pte(mapped, directory / "out.pte", RepairOptions{}, false, truncating); });
   CHECK(failure.text.find("the input became shorter") != std::string::npos);
