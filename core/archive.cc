@@ -648,7 +648,8 @@ const MemberPlan& same_member(const ArchivePlan& plan, size_t index, archive_ent
   return plan.members[index];
 }
 
-void write_archive(InputFile& input, const ArchivePlan& plan, const std::string& target, mode_t mode, bool durable) {
+// Returns the size of the archive written.
+uint64_t write_archive(InputFile& input, const ArchivePlan& plan, const std::string& target, mode_t mode, bool durable) {
   AtomicOutput output(target, mode, durable);
   OutputSink sink(output);
   WriteHandle writer = open_writer(plan, sink);
@@ -666,7 +667,9 @@ void write_archive(InputFile& input, const ArchivePlan& plan, const std::string&
   }
   if (index != plan.members.size()) fail(kChangedMeanwhile);
   if (archive_write_close(writer.get()) != ARCHIVE_OK) sink.fail(writer.get(), "cannot finish the new archive");
+  uint64_t size = output.size();
   output.commit();
+  return size;
 }
 
 }  // namespace
@@ -689,10 +692,10 @@ ArchiveResult rewrite_archive(const std::string& input_path, const std::string& 
     ArchivePlan plan = FixPass(fix, temp, temp_budget(options, temp), result).run(input);
     result.members = plan.members.size();
     if (result.changed.empty() || options.dry_run) return result;
-    write_archive(input, plan, output, mode, options.durable);
+    result.output_size = write_archive(input, plan, output, mode, options.durable);
     result.written = true;
   } catch (Error& error) {
-    error.in_file(input_path);
+    error.in_file(options.input_name.empty() ? input_path : options.input_name);
     throw;
   }
   return result;

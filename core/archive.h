@@ -60,6 +60,9 @@ struct ArchiveOptions {
   // Flush the new archive and its rename to disk (see AtomicOutput): needed when it
   // replaces the input; a new file beside an untouched input (-o) can go without.
   bool durable = true;
+  // How errors name the input; empty: by its path (which, for standard input, is the
+  // name of a descriptor, not what the user typed).
+  std::string input_name;
 };
 
 struct MemberFailure {
@@ -72,6 +75,7 @@ struct ArchiveResult {
   std::vector<std::string> changed;    // names of the members the fixer rewrote, in order
   std::vector<MemberFailure> failures; // members copied unchanged because fixing them failed
   bool written = false;                // the output was replaced
+  uint64_t output_size = 0;            // when written
 };
 
 // Reads the archive `input`, fixes its members, and, if any changed and this is not a

@@ -11,6 +11,8 @@
 #include <set>
 #include <thread>
 
+#include "core/file_io.h"
+
 namespace machofix {
 
 namespace fs = std::filesystem;
@@ -30,6 +32,7 @@ class Planner {
   Planner(const std::string& output, bool in_place, bool mirror) : output_(output), in_place_(in_place), mirror_(mirror) {}
 
   void add_input(const std::string& input, bool single) {
+    if (is_standard_stream(input)) return add_standard_input();
     std::error_code error;
     fs::file_status status = fs::symlink_status(input, error);
     if (error) return walk_failure(input, "cannot read: " + error.message());
@@ -43,8 +46,20 @@ class Planner {
   }
 
   BatchPlan finish() { return std::move(plan_); }
+  void refuse(const std::string& path, const std::string& problem) { walk_failure(path, problem); }
 
  private:
+  // "-": read once, written only to one named output file or standard output.
+  void add_standard_input() {
+    if (standard_input_seen_) return walk_failure(kStandardStream, "standard input can be read only once");
+    standard_input_seen_ = true;
+    if (in_place_) return walk_failure(kStandardStream, "standard input cannot be replaced in place: use -o FILE or -o -");
+    if (mirror_)
+      return walk_failure(kStandardStream, "standard input has no name to give it in the output directory " + output_ +
+                                               ": give it alone, with -o FILE or -o -");
+    plan_.items.push_back(BatchItem{kStandardStream, kStandardStream, output_, {}, "", {}});
+  }
+
   void add_tree(const std::string& root, const std::string& top) {
     std::vector<fs::path> entries;
     std::error_code error;
@@ -118,6 +133,7 @@ class Planner {
   bool mirror_;
   BatchPlan plan_;
   std::map<Inode, size_t> first_name_;
+  bool standard_input_seen_ = false;
 };
 
 // Gives every other name of a rewritten file the new inode: link beside, then rename.
@@ -167,9 +183,15 @@ FileReport run_item(const BatchItem& item, Operation operation, const JobOptions
 }  // namespace
 
 BatchPlan plan_batch(const std::vector<std::string>& inputs, const std::string& output, bool in_place) {
-  bool single_file = inputs.size() == 1 && !fs::is_directory(inputs.front());
+  bool single_file = inputs.size() == 1 && (is_standard_stream(inputs.front()) || !fs::is_directory(inputs.front()));
+  if (is_standard_stream(output) && !single_file) {
+    Planner refusal(output, in_place, false);
+    refusal.refuse("-o -", "standard output takes one file: give one input file, not " +
+                               std::string(inputs.size() > 1 ? "several" : "a directory"));
+    return refusal.finish();
+  }
   // -o names the output file for one input file, unless it is an existing directory.
-  bool mirror = !output.empty() && (!single_file || fs::is_directory(output));
+  bool mirror = !output.empty() && !is_standard_stream(output) && (!single_file || fs::is_directory(output));
   Planner planner(output, in_place, mirror);
   for (const std::string& input : inputs) planner.add_input(input, inputs.size() == 1);
   return planner.finish();

@@ -2,12 +2,18 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/sendfile.h>
+#endif
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 namespace machofix {
@@ -34,10 +40,102 @@ std::string base_name(const std::string& path) {
 // ".<name>.machofix-<pid>-": the prefix of every temporary file for `target`.
 std::string temp_prefix(const std::string& target) { return "." + base_name(target) + ".machofix-"; }
 
+// ---- Standard input and output ----
+
+std::string temp_directory() {
+  const char* root = std::getenv("TMPDIR");
+  return root && *root ? root : "/tmp";
+}
+
+// A name that opens the file behind a descriptor, for code that opens files by name.
+std::string descriptor_path(int fd) {
+#ifdef __linux__
+  return "/proc/self/fd/" + std::to_string(fd);
+#else
+  return "/dev/fd/" + std::to_string(fd);
+#endif
+}
+
+// A file in $TMPDIR without a name (O_TMPFILE) or that loses it at once: it goes
+// with the process however that ends, and nothing else can open it meanwhile.
+// O_TMPFILE gives it 0666 less the umask, what `cat > file` would give a copy of a
+// pipe; the fallback (macOS) 0644.
+int anonymous_file() {
+  std::string directory = temp_directory();
+#ifdef O_TMPFILE
+  int fd = ::open(directory.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0666);
+  if (fd >= 0) return fd;
+#endif
+  std::string pattern = directory + "/.machofix-stdio-XXXXXX";
+  std::vector<char> name(pattern.begin(), pattern.end());
+  name.push_back('\0');
+  int fd_named = mkstemp(name.data());
+  if (fd_named < 0) system_error("cannot create a temporary file", directory);
+  ::unlink(name.data());
+  fcntl(fd_named, F_SETFD, FD_CLOEXEC);
+  fchmod(fd_named, 0644);
+  return fd_named;
+}
+
+// Blocks until `fd` takes more (a pipe a parent made non-blocking).
+void wait_until_writable(int fd) {
+  pollfd wanted{fd, POLLOUT, 0};
+  poll(&wanted, 1, -1);
+}
+
+void write_all(int fd, const uint8_t* data, uint64_t size, const std::string& problem, const std::string& path) {
+  while (size > 0) {
+    ssize_t written = ::write(fd, data, std::min<uint64_t>(size, 1 << 30));
+    if (written < 0 && errno == EINTR) continue;
+    if (written < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      wait_until_writable(fd);
+      continue;
+    }
+    if (written <= 0) system_error(problem, path);
+    data += written, size -= written;
+  }
+}
+
+// Standard input, which may be a pipe, copied into `fd`.
+void spool_standard_input(int fd) {
+  std::vector<uint8_t> buffer(1 << 20);
+  for (;;) {
+    ssize_t got = ::read(STDIN_FILENO, buffer.data(), buffer.size());
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) system_error("cannot read standard input", kStandardStream);
+    if (got == 0) return;
+    write_all(fd, buffer.data(), static_cast<uint64_t>(got), "cannot copy standard input to a temporary file in " + temp_directory(),
+              kStandardStream);
+  }
+}
+
 }  // namespace
 
+void MappedFile::open_standard_input() {
+  if (isatty(STDIN_FILENO)) fail("standard input is a terminal: pipe or redirect a file into it");
+  struct stat info;
+  if (fstat(STDIN_FILENO, &info) != 0) system_error("cannot read standard input", path_);
+  if (S_ISREG(info.st_mode) && lseek(STDIN_FILENO, 0, SEEK_CUR) == 0) {
+    // Redirected from a file (< model.pte): that file itself is mapped.
+    fd_ = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 0);
+    if (fd_ < 0) system_error("cannot read standard input", path_);
+    return;
+  }
+  int spool = anonymous_file();
+  try {
+    spool_standard_input(spool);
+  } catch (...) {
+    ::close(spool);
+    throw;
+  }
+  fd_ = spool;
+}
+
+std::string MappedFile::reopen_path() const { return is_standard_stream(path_) ? descriptor_path(fd_) : path_; }
+
 MappedFile::MappedFile(const std::string& path) : path_(path) {
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (is_standard_stream(path)) open_standard_input();
+  else fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) system_error("cannot open", path);
   struct stat info;
   if (fstat(fd_, &info) != 0) system_error("cannot stat", path);
@@ -62,6 +160,12 @@ MappedFile::~MappedFile() {
 
 AtomicOutput::AtomicOutput(const std::string& target, mode_t mode, bool durable)
     : target_(target), mode_(mode), durable_(durable) {
+  if (is_standard_stream(target)) {
+    durable_ = false;
+    fd_ = anonymous_file();
+    temp_path_ = descriptor_path(fd_);
+    return;
+  }
   remove_stale_temporaries(target);
   std::string pattern = directory_of(target) + "/" + temp_prefix(target) + std::to_string(getpid()) + "-XXXXXX";
   std::vector<char> name(pattern.begin(), pattern.end());
@@ -73,7 +177,13 @@ AtomicOutput::AtomicOutput(const std::string& target, mode_t mode, bool durable)
 
 AtomicOutput::~AtomicOutput() {
   if (fd_ >= 0) ::close(fd_);
-  if (!committed_) ::unlink(temp_path_.c_str());
+  if (!committed_ && !is_standard_stream(target_)) ::unlink(temp_path_.c_str());
+}
+
+uint64_t AtomicOutput::size() const {
+  struct stat info;
+  if (fstat(fd_, &info) != 0) system_error("cannot stat the output", target_);
+  return static_cast<uint64_t>(info.st_size);
 }
 
 void AtomicOutput::write_at(uint64_t offset, const uint8_t* data, uint64_t size) {
@@ -116,7 +226,39 @@ void AtomicOutput::truncate(uint64_t size) {
   if (ftruncate(fd_, static_cast<off_t>(size)) != 0) system_error("cannot size the output", target_);
 }
 
+// The output is complete and verified: only now does standard output see a byte of it.
+void AtomicOutput::commit_to_standard_output() {
+  uint64_t length = size(), offset = 0;
+  const char* problem = "cannot write the output to standard output";
+#ifdef __linux__
+  while (offset < length) {
+    off_t from = static_cast<off_t>(offset);
+    ssize_t sent = sendfile(STDOUT_FILENO, fd_, &from, std::min<uint64_t>(length - offset, 1 << 30));
+    if (sent < 0 && errno == EINTR) continue;
+    if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      wait_until_writable(STDOUT_FILENO);
+      continue;
+    }
+    if (sent < 0 && (errno == EINVAL || errno == ENOSYS)) break;  // an O_APPEND file, say: the loop below
+    if (sent <= 0) system_error(problem, target_);
+    offset = static_cast<uint64_t>(from);
+  }
+#endif
+  std::vector<uint8_t> buffer(std::min<uint64_t>(length - offset, 1 << 20));
+  while (offset < length) {
+    ssize_t got = pread(fd_, buffer.data(), std::min<uint64_t>(length - offset, buffer.size()), static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) system_error("cannot read the output back", target_);
+    write_all(STDOUT_FILENO, buffer.data(), static_cast<uint64_t>(got), problem, target_);
+    offset += static_cast<uint64_t>(got);
+  }
+  ::close(fd_);
+  fd_ = -1;
+  committed_ = true;
+}
+
 void AtomicOutput::commit() {
+  if (is_standard_stream(target_)) return commit_to_standard_output();
   if (fchmod(fd_, mode_) != 0) system_error("cannot set the output's mode", target_);
   if (durable_ && fsync(fd_) != 0) system_error("cannot flush the output", target_);
   if (::close(fd_) != 0) {

@@ -5,6 +5,12 @@
 // vnode). Until commit() the target is untouched; a failure, or a process killed
 // half-way, leaves at most a temporary file that the next run in that directory
 // removes (its name carries the writer's pid).
+//
+// "-" names standard input as an input and standard output as an output, so that
+// pipelines (and the Python package) need no files of their own. Both go through an
+// unlinked temporary file in $TMPDIR: machofix maps its input, and a pipe cannot be
+// mapped; and standard output receives the output only once it is complete and
+// verified (commit), so a failure writes nothing there.
 #pragma once
 
 #include <sys/types.h>
@@ -17,7 +23,10 @@
 
 namespace machofix {
 
-// A read-only memory map of a whole file.
+inline constexpr const char* kStandardStream = "-";
+inline bool is_standard_stream(const std::string& path) { return path == kStandardStream; }
+
+// A read-only memory map of a whole file; "-": of standard input.
 class MappedFile {
  public:
   explicit MappedFile(const std::string& path);
@@ -30,8 +39,13 @@ class MappedFile {
   int fd() const { return fd_; }
   mode_t mode() const { return mode_; }
   const std::string& path() const { return path_; }
+  // A path that opens this very file: path() itself, or for standard input the
+  // descriptor's name (/proc/self/fd/N), since "-" names no file.
+  std::string reopen_path() const;
 
  private:
+  void open_standard_input();
+
   std::string path_;
   int fd_ = -1;
   const uint8_t* data_ = nullptr;
@@ -56,12 +70,16 @@ class AtomicOutput {
   // where it can (copy_file_range), else through a small buffer.
   void copy_from(int in_fd, uint64_t in_offset, uint64_t out_offset, uint64_t length);
   void truncate(uint64_t size);
-  // fsync, set the mode, rename over the target, fsync the directory.
+  uint64_t size() const;  // of what was written so far
+  // fsync, set the mode, rename over the target, fsync the directory. For standard
+  // output: copy the whole temporary file there.
   void commit();
   const std::string& temp_path() const { return temp_path_; }
   bool durable() const { return durable_; }
 
  private:
+  void commit_to_standard_output();
+
   std::string target_;
   std::string temp_path_;
   int fd_ = -1;

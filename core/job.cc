@@ -65,8 +65,9 @@ std::string resolved(const std::string& path) {
 // place, or nowhere.
 std::string output_target(const MappedFile& input, const JobOptions& options) {
   if (options.dry_run) return "";
+  if (options.in_place && is_standard_stream(input.path())) fail("standard input cannot be replaced in place: use -o");
   if (options.in_place) return resolved(input.path());
-  if (options.output.empty()) return "";
+  if (options.output.empty() || is_standard_stream(options.output)) return options.output;
   std::error_code error;
   std::filesystem::create_directories(std::filesystem::path(options.output).parent_path(), error);
   return options.output;
@@ -116,7 +117,8 @@ RewriteKind rewrite_kind(Operation operation) {
 
 void run_macho(const MappedFile& input, Operation operation, const JobOptions& options, FileReport& report) {
   RepairOptions repair = options.repair;
-  if (repair.file_name.empty()) repair.file_name = base_name(input.path());
+  // Standard input has no file name to name a new signature after.
+  if (repair.file_name.empty() && !is_standard_stream(input.path())) repair.file_name = base_name(input.path());
   if (operation == Operation::Inspect) {
     report.macho = inspect_macho(input.bytes(), repair);
     report.status = "inspected";
@@ -194,20 +196,26 @@ void run_archive(const MappedFile& input, Operation operation, const JobOptions&
   ArchiveOptions archive_options;
   archive_options.dry_run = target.empty() || operation == Operation::Inspect;
   archive_options.durable = options.in_place;
-  archive_options.temp_root = std::filesystem::path(target.empty() ? resolved(input.path()) : target).parent_path().string();
+  archive_options.input_name = input.path();
+  // Members are fixed in temporary files beside the output (a disk, not a tmpfs);
+  // with standard input or output there is no such place: $TMPDIR.
+  std::string beside = target.empty() ? resolved(input.path()) : target;
+  if (!is_standard_stream(beside)) archive_options.temp_root = std::filesystem::path(beside).parent_path().string();
   Backup backup(target, options);
-  ArchiveResult result = rewrite_archive(input.path(), target.empty() ? input.path() : target, input.mode(), fix, archive_options);
+  ArchiveResult result =
+      rewrite_archive(input.reopen_path(), target.empty() ? input.reopen_path() : target, input.mode(), fix, archive_options);
   backup.keep_if(result.written, report);
   if (operation == Operation::Inspect) report.status = "inspected";
   else set_status(report, !result.changed.empty() || (options.dry_run && any_would_change(report.members)), options);
-  if (result.written) report.bytes_written = std::filesystem::file_size(target);
+  if (result.written) report.bytes_written = result.output_size;
   else if (!options.in_place && report.status != "inspected") copy_unchanged(input, options, report, "nothing to change: copied");
   for (const MemberFailure& failure : result.failures) report.notes.push_back(failure.member + ": not processed: " + failure.error);
 }
 
 void run_other(const MappedFile& input, const JobOptions& options, FileReport& report) {
   std::string what = report.kind == FileKind::Elf ? "an ELF file" : "something else";
-  if (!options.skip_other_files) fail("not a Mach-O, .pte or .ptd file (it looks like " + what + ")");
+  // Only files found among others are skipped; standard input is always named on purpose.
+  if (!options.skip_other_files || is_standard_stream(input.path())) fail("not a Mach-O, .pte or .ptd file (it looks like " + what + ")");
   report.status = "skipped";
   copy_unchanged(input, options, report, "not a model: copied unchanged");
 }

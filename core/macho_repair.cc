@@ -170,6 +170,15 @@ JudgedSlice unsupported_slice(const Bytes& slice, const FatSlice& entry) {
 
 std::vector<uint8_t> copy_of(const Bytes& bytes) { return std::vector<uint8_t>(bytes.data(), bytes.data() + bytes.size()); }
 
+// A new signature is named after the install name, else the file name: standard
+// input has no file name.
+const std::string& new_identifier(const std::string& identifier) {
+  if (identifier.empty())
+    fail("a new signature needs an identifier, and the file has neither an install name nor a file name (standard "
+         "input): sign it with machofix sign --identifier");
+  return identifier;
+}
+
 // Brings the signature of a rewritten (or, for `sign`, unchanged) slice up to date.
 // Returns the slice's new bytes, which are larger only when a signature was added.
 std::vector<uint8_t> update_signature(const JudgedSlice& judged, std::vector<uint8_t> bytes,
@@ -184,10 +193,10 @@ std::vector<uint8_t> update_signature(const JudgedSlice& judged, std::vector<uin
         report.warnings.push_back("unsigned arm64 slice left unsigned (it cannot run as is); pass --sign to sign it");
       return bytes;
     }
-    bytes = add_adhoc_signature(parse_macho(Bytes(bytes.data(), bytes.size(), base)), identifier);
+    bytes = add_adhoc_signature(parse_macho(Bytes(bytes.data(), bytes.size(), base)), new_identifier(identifier));
     report.signature_after.status = "added";
   } else if (input.read_error) {  // only with --resign-invalid: judge_slice refuses it otherwise
-    bytes = replace_unreadable_signature(parse_macho(Bytes(bytes.data(), bytes.size(), base)), identifier);
+    bytes = replace_unreadable_signature(parse_macho(Bytes(bytes.data(), bytes.size(), base)), new_identifier(identifier));
     report.signature_after.status = "replaced (ad hoc)";
   } else if (input.signature->has_identity) {
     replace_with_adhoc_signature(bytes, base);

@@ -458,6 +458,7 @@ void write_new_bytes(const Plan& plan, AtomicOutput& output, CopyChecker& checke
 }
 
 bool same_file(const MappedFile& input, const std::string& path) {
+  if (is_standard_stream(path)) return false;  // standard output, not a file named "-"
   struct stat in, out;
   return fstat(input.fd(), &in) == 0 && stat(path.c_str(), &out) == 0 && in.st_dev == out.st_dev && in.st_ino == out.st_ino;
 }

@@ -12,6 +12,7 @@
 
 #include "core/batch.h"
 #include "core/check.h"
+#include "core/file_io.h"
 #include "core/job.h"
 #include "core/lief_check.h"
 #include "tool/progress.h"
@@ -35,8 +36,14 @@ struct Settings {
   bool quiet = false;
 };
 
+// An existing path, or "-" for standard input.
+const CLI::Validator kPathOrStandardInput(
+    [](std::string& path) { return is_standard_stream(path) ? std::string() : CLI::ExistingPath(path); }, "PATH");
+
 void add_paths(CLI::App* command, Settings& settings, const char* what) {
-  command->add_option("paths", settings.paths, what)->required()->check(CLI::ExistingPath);
+  command->add_option("paths", settings.paths, std::string(what) + "; - reads one from standard input")
+      ->required()
+      ->check(kPathOrStandardInput);
 }
 
 void add_json(CLI::App* command, Settings& settings) {
@@ -59,7 +66,8 @@ void add_policy(CLI::App* command, Settings& settings) {
 
 void add_output(CLI::App* command, Settings& settings) {
   command->add_option("-o,--output", settings.job.output,
-                      "output file (one input file; always written, a copy when nothing changes) or directory mirroring the inputs");
+                      "output file (one input file; always written, a copy when nothing changes; - for standard output) "
+                      "or directory mirroring the inputs");
   command->add_flag("--in-place", settings.job.in_place, "replace each changed file atomically (new inode, mode kept)");
 }
 
@@ -123,12 +131,23 @@ int run_rewrite(const Settings& settings, Operation operation, const char* comma
     spdlog::error("--backup only makes sense with --in-place");
     return kExitError;
   }
+  // -o -: standard output carries the output alone, so the report goes to stderr.
+  bool output_to_stdout = is_standard_stream(job.output) && !job.dry_run;
+  if (output_to_stdout && json_to_stdout(settings)) {
+    spdlog::error("-o - and --json - both want standard output: give --json a file");
+    return kExitError;
+  }
+  if (output_to_stdout && isatty(STDOUT_FILENO)) {
+    spdlog::error("-o - would write a binary file to the terminal: redirect or pipe standard output");
+    return kExitError;
+  }
+  std::ostream& text = output_to_stdout ? std::cerr : std::cout;
   bool batch = batch_mode(settings);
   std::vector<FileReport> reports = run_all(settings, operation, batch);
   if (!json_to_stdout(settings) && !settings.quiet) {
     for (const FileReport& report : reports)
-      std::cout << (batch && settings.verbosity == 0 ? short_report(report) : text_report(report, false));
-    if (batch) std::cout << summary_line(summarize(reports), job.dry_run) << "\n";
+      text << (batch && settings.verbosity == 0 ? short_report(report) : text_report(report, false));
+    if (batch) text << summary_line(summarize(reports), job.dry_run) << "\n";
   }
   bool written = emit_json(settings, command, reports, nullptr);
   return summarize(reports).failed || !written ? kExitError : kExitOk;
