@@ -215,7 +215,8 @@ void run_archive(const MappedFile& input, Operation operation, const JobOptions&
 void run_other(const MappedFile& input, const JobOptions& options, FileReport& report) {
   std::string what = report.kind == FileKind::Elf ? "an ELF file" : "something else";
   // Only files found among others are skipped; standard input is always named on purpose.
-  if (!options.skip_other_files || is_standard_stream(input.path())) fail("not a Mach-O, .pte or .ptd file (it looks like " + what + ")");
+  if (!options.skip_other_files || is_standard_stream(input.path()))
+    fail("not a Mach-O, .pte or .ptd file (it looks like " + what + ")");
   report.status = "skipped";
   copy_unchanged(input, options, report, "not a model: copied unchanged");
 }

@@ -1,71 +1,91 @@
 #!/usr/bin/env python3
 """The step to run right after an ExecuTorch export: gate, repair, gate again.
 
-In an export script, after the program is written:
+In an export script, with the machofix package installed (pip install machofix-*.whl):
 
-    from executorch.exir import to_edge_transform_and_lower
-    ...
+    import machofix
+    program = edge.to_executorch()
     with open("model.pte", "wb") as f:
-        executorch_program.write_to_file(f)
-    repair_exported_models(["model.pte"])          # this file's function
+        f.write(machofix.repair_bytes(program.buffer, only="*libomp*"))
+
+or, for files already written, this file's function:
+
+    repair_exported_models(["model.pte"])
 
 or from a shell / CI job:
 
-    python3 samples/export_step.py exports/ --machofix build/machofix
+    python3 samples/export_step.py exports/ [--machofix build/machofix]
 
-What it does: `machofix check` on the files. Clean (exit 0): done. Findings
-(exit 1): `machofix prune --in-place` (every unused dependency removed, signatures
-renewed, content-hash keys renewed), then `check` again: what remains cannot be
-repaired by removing libraries (a library that is really used but lives at an
-absolute path outside the system, say) and fails the step. Errors (exit 2) fail
-it at once. Nothing here knows about Mach-O or .pte: machofix does the work.
+What it does: `machofix check` on the files. Clean: done. Findings: `machofix prune
+--in-place` (every unused dependency removed, signatures renewed, content-hash keys
+renewed), then `check` again: what remains cannot be repaired by removing libraries
+(a library that is really used but lives at an absolute path outside the system,
+say) and fails the step. Errors fail it at once. Nothing here knows about Mach-O or
+.pte: machofix does the work.
+
+Without the package installed, the package's sources beside this file (../python)
+are used with a machofix executable on the PATH (or --machofix).
 """
 import argparse
+import os
 import shutil
-import subprocess
 import sys
+
+try:
+    import machofix
+except ImportError:  # not installed: the sources in this repository, run with an executable found below
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    import machofix
 
 
 class ExportStepError(RuntimeError):
     """The exported models are not fit to ship; the message says why."""
 
 
-def _machofix(machofix, *arguments):
-    return subprocess.run([machofix, *arguments], capture_output=True, text=True)
+def _tool(executable):
+    """The machofix to run: `executable`, else the package's own, else one on the PATH."""
+    if executable is None:
+        try:
+            machofix.find_executable()
+            return machofix.Machofix()
+        except machofix.MachofixError:
+            executable = shutil.which("machofix")
+    if executable is None:
+        raise ExportStepError("no machofix executable: install the machofix wheel, or build it and pass its path")
+    return machofix.Machofix(executable)
 
 
-def repair_exported_models(paths, machofix="machofix", allow_prefixes=(), keep=(), only=("*libomp*",)):
+def _findings(report):
+    return "".join(f"{finding.file}: {finding.message} [{finding.rule}]\n" for finding in report.findings)
+
+
+def repair_exported_models(paths, machofix_executable=None, allow_prefixes=(), keep=(), only=("*libomp*",)):
     """Checks and repairs the given .pte/.ptd files or directories in place.
 
     `only` limits removals to libraries known to be spurious (PyTorch's libomp by
-    default); pass () to remove every unused library. Returns the check output of
-    the final, clean run; raises ExportStepError otherwise.
+    default); pass () to remove every unused library. Returns a summary of what was
+    done; raises ExportStepError when the models are not fit to ship.
     """
-    if shutil.which(machofix) is None:
-        raise ExportStepError(f"machofix not found ({machofix}); build it or pass its path")
-    gate = [*paths]
-    for prefix in allow_prefixes:
-        gate += ["--allow-prefix", prefix]
-    policy = [argument for glob in keep for argument in ("--keep", glob)]
-    policy += [argument for glob in only for argument in ("--only", glob)]
-    first = _machofix(machofix, "check", *gate, *policy)
-    if first.returncode == 0:
-        return first.stdout
-    if first.returncode != 1:
-        raise ExportStepError(f"machofix check failed:\n{first.stderr}")
-    repair = _machofix(machofix, "prune", "--in-place", *paths, *policy)
-    if repair.returncode != 0:
-        raise ExportStepError(f"machofix prune failed:\n{repair.stdout}{repair.stderr}")
-    second = _machofix(machofix, "check", *gate, *policy)
-    if second.returncode != 0:
-        raise ExportStepError(f"still not fit to ship after the repair:\n{second.stdout}{second.stderr}")
-    return first.stdout + repair.stdout + second.stdout
+    tool = _tool(machofix_executable)
+    policy = {"keep": list(keep), "only": list(only)}
+    try:
+        first = tool.check(paths, allow_prefix=list(allow_prefixes), **policy)
+        if first.ok:
+            return f"machofix check: {first.summary.files} files, no finding\n"
+        repair = tool.prune(paths, in_place=True, **policy)
+        second = tool.check(paths, allow_prefix=list(allow_prefixes), **policy)
+    except machofix.MachofixError as error:
+        raise ExportStepError(f"machofix failed (exit status {error.status}):\n{error.message}") from None
+    if not second.ok:
+        raise ExportStepError(f"still not fit to ship after the repair:\n{_findings(second)}")
+    return (f"{_findings(first)}machofix prune: {repair.summary.changed} files changed, "
+            f"{repair.summary.dylibs_removed} dylibs removed; check clean\n")
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="+", help=".pte/.ptd files or directories written by the export")
-    parser.add_argument("--machofix", default="machofix", help="the machofix executable")
+    parser.add_argument("--machofix", help="a machofix executable (default: the package's, else one on the PATH)")
     parser.add_argument("--allow-prefix", action="append", default=[], help="absolute install-name prefix to accept")
     parser.add_argument("--keep", action="append", default=[], help="never remove libraries matching GLOB")
     parser.add_argument("--only", action="append", default=None,

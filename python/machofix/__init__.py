@@ -1,0 +1,29 @@
+"""machofix for Python: removes the dylib dependencies a Mach-O file does not need, in
+plain Mach-O files and in the .so that ExecuTorch's Metal backend stores in .pte
+models, renumbering every library ordinal, re-signing, renewing content-hash keys.
+
+    import machofix
+    machofix.prune("model.pte", in_place=True, only="*libomp*")
+    if not machofix.check("model.pte").ok: ...
+
+Each function runs the machofix executable this package carries and returns its JSON
+report as typed objects (machofix._report); errors raise MachofixError.
+"""
+from ._api import Globs, Machofix, Paths, check, inspect, prune, repair_bytes, sign, verify
+from ._error import MachofixError
+from ._executable import find_executable
+from ._report import (BlobReport, DelegateReport, DylibReport, FileReport, Finding, KeyRenewal, MachOReport,
+                      NamedDataReport, PteReport, Report, SignatureReport, SliceReport, Summary)
+
+try:
+    from importlib.metadata import version as _version
+
+    __version__ = _version("machofix")
+except Exception:  # the sources, not installed (or a build writing their egg-info right now)
+    __version__ = "unknown"
+
+__all__ = [
+    "inspect", "check", "verify", "prune", "sign", "repair_bytes", "Machofix", "MachofixError", "find_executable",
+    "Report", "FileReport", "MachOReport", "SliceReport", "DylibReport", "SignatureReport", "PteReport",
+    "DelegateReport", "NamedDataReport", "BlobReport", "KeyRenewal", "Summary", "Finding", "Paths", "Globs",
+]

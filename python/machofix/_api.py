@@ -1,0 +1,189 @@
+"""The commands of machofix as Python functions returning its JSON report as objects.
+
+Each call runs the executable once with `--json -` and the same options the command
+line takes (README "Commands"); results are what `machofix COMMAND --json` prints.
+"""
+import json
+import os
+import subprocess
+from typing import Iterable, List, Optional, Sequence, Union
+
+from ._error import MachofixError
+from ._executable import find_executable
+from ._report import Report, from_json
+
+PathLike = Union[str, "os.PathLike[str]"]
+Paths = Union[PathLike, Iterable[PathLike]]
+Globs = Union[str, Iterable[str]]
+
+_ERROR_PREFIX = "machofix: error: "
+
+
+def _paths(paths: Paths) -> List[str]:
+    if isinstance(paths, (str, os.PathLike)):
+        return [os.fspath(paths)]
+    listed = [os.fspath(path) for path in paths]
+    if not listed:
+        raise MachofixError("no paths given", 2)
+    return listed
+
+
+# Options are written --name=VALUE: a value is never taken for a path or an option,
+# and a path is never taken for one more value of a repeatable option.
+def _repeated(option: str, values: Optional[Globs]) -> List[str]:
+    if values is None:
+        return []
+    if isinstance(values, str):
+        values = [values]
+    return [f"{option}={value}" for value in values]
+
+
+def _flag(option: str, wanted: bool) -> List[str]:
+    return [option] if wanted else []
+
+
+def _valued(option: str, value: "Optional[Union[PathLike, int]]") -> List[str]:
+    return [] if value is None else [f"{option}={value if isinstance(value, int) else os.fspath(value)}"]
+
+
+def _message(stderr: str) -> str:
+    """machofix's error lines, without their prefix; all of stderr if none is marked."""
+    errors = [line[len(_ERROR_PREFIX):] for line in stderr.splitlines() if line.startswith(_ERROR_PREFIX)]
+    return "\n".join(errors) if errors else stderr.strip()
+
+
+def _failure(result: "subprocess.CompletedProcess[bytes]", report: Optional[Report]) -> MachofixError:
+    stderr = result.stderr.decode(errors="replace")
+    if result.returncode < 0:
+        return MachofixError(f"machofix was ended by signal {-result.returncode}\n{stderr}".strip(), result.returncode, report)
+    return MachofixError(_message(stderr) or f"machofix exited with status {result.returncode}", result.returncode, report)
+
+
+class Machofix:
+    """machofix's commands, run with one executable.
+
+    `executable`: a machofix executable to run instead of the one this package
+    carries (also: $MACHOFIX_EXECUTABLE). The module-level functions use the default.
+    """
+
+    def __init__(self, executable: Optional[PathLike] = None) -> None:
+        self._named = os.fspath(executable) if executable is not None else None
+
+    @property
+    def executable(self) -> str:
+        return find_executable(self._named)
+
+    def run(self, arguments: Sequence[str], data: Optional[bytes] = None) -> "subprocess.CompletedProcess[bytes]":
+        """machofix ARGUMENTS, `data` on its standard input (else none), output captured."""
+        command = [self.executable, *arguments]
+        try:
+            if data is None:
+                return subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True)
+            return subprocess.run(command, input=data, capture_output=True)
+        except OSError as error:
+            raise MachofixError(f"cannot run {command[0]}: {error.strerror}", 127) from None
+
+    def _report(self, command: str, options: List[str], paths: Paths, accepted: Sequence[int]) -> Report:
+        # "--": a path that starts with "-" stays a path.
+        result = self.run([command, "--json=-", *options, "--", *_paths(paths)])
+        report = None
+        if result.stdout.strip():
+            try:
+                report = from_json(Report, json.loads(result.stdout), exit_status=result.returncode)
+            except (ValueError, TypeError, KeyError) as error:
+                raise MachofixError(f"machofix wrote a report this package cannot read: {error}", 2) from None
+        if result.returncode not in accepted or report is None:
+            raise _failure(result, report)
+        return report
+
+    def inspect(self, paths: Paths, *, keep: Optional[Globs] = None, only: Optional[Globs] = None,
+                jobs: Optional[int] = None) -> Report:
+        """What `machofix inspect` shows: every slice's dylibs, what each supplies, which
+        ones prune would remove, the signature; for .pte/.ptd files their contents."""
+        options = _repeated("--keep", keep) + _repeated("--only", only) + _valued("--jobs", jobs)
+        return self._report("inspect", options, paths, (0,))
+
+    def check(self, paths: Paths, *, allow_prefix: Optional[Globs] = None, keep: Optional[Globs] = None,
+              only: Optional[Globs] = None, jobs: Optional[int] = None) -> Report:
+        """The CI gate. Findings are a result (`report.findings`, `report.ok` false),
+        not an error: only machofix's errors (exit 2) raise."""
+        options = _repeated("--allow-prefix", allow_prefix) + _repeated("--keep", keep) + _repeated("--only", only)
+        return self._report("check", options + _valued("--jobs", jobs), paths, (0, 1))
+
+    def verify(self, paths: Paths, *, jobs: Optional[int] = None) -> Report:
+        """Every slice's signature checked; `report.ok` is false if one is invalid (or an
+        arm64 slice unsigned), each slice's `signature.problems` says why."""
+        return self._report("verify", _valued("--jobs", jobs), paths, (0, 1))
+
+    def prune(self, paths: Paths, *, in_place: bool = False, output: Optional[PathLike] = None, dry_run: bool = False,
+              only: Optional[Globs] = None, keep: Optional[Globs] = None, backup: Optional[str] = None,
+              sign: bool = False, adhoc: bool = False, resign_invalid: bool = False,
+              jobs: Optional[int] = None) -> Report:
+        """Removes the dylibs that supply no symbol: `in_place=True`, or into `output` (a
+        file for one input file, else a directory mirroring the inputs), or `dry_run`."""
+        options = (_flag("--in-place", in_place) + _valued("--output", output) + _flag("--dry-run", dry_run) +
+                   _repeated("--only", only) + _repeated("--keep", keep) + _valued("--backup", backup) +
+                   _flag("--sign", sign) + _flag("--adhoc", adhoc) + _flag("--resign-invalid", resign_invalid) +
+                   _valued("--jobs", jobs))
+        return self._report("prune", options, paths, (0,))
+
+    def sign(self, paths: Paths, *, in_place: bool = False, output: Optional[PathLike] = None,
+             identifier: Optional[str] = None, adhoc: bool = False, resign_invalid: bool = False,
+             jobs: Optional[int] = None) -> Report:
+        """Re-signs ad hoc (keeping the signature's structure); signs unsigned slices."""
+        options = (_flag("--in-place", in_place) + _valued("--output", output) + _valued("--identifier", identifier) +
+                   _flag("--adhoc", adhoc) + _flag("--resign-invalid", resign_invalid) + _valued("--jobs", jobs))
+        return self._report("sign", options, paths, (0,))
+
+    def repair_bytes(self, data: bytes, *, only: Optional[Globs] = None, keep: Optional[Globs] = None,
+                     sign: bool = False, adhoc: bool = False, resign_invalid: bool = False) -> bytes:
+        """`prune` of a .pte, .ptd or Mach-O image held in memory (`program.buffer`, or the
+        .so bytes a backend is about to store): the repaired bytes, verified, or the
+        same bytes when nothing needs to change."""
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"repair_bytes takes bytes, not {type(data).__name__}")
+        options = (_repeated("--only", only) + _repeated("--keep", keep) + _flag("--sign", sign) +
+                   _flag("--adhoc", adhoc) + _flag("--resign-invalid", resign_invalid))
+        result = self.run(["-q", "prune", *options, "--output=-", "--", "-"], data=bytes(data))
+        if result.returncode != 0:
+            raise _failure(result, None)
+        return result.stdout
+
+
+_default = Machofix()
+
+
+def inspect(paths: Paths, *, keep: Optional[Globs] = None, only: Optional[Globs] = None,
+            jobs: Optional[int] = None) -> Report:
+    return _default.inspect(paths, keep=keep, only=only, jobs=jobs)
+
+
+def check(paths: Paths, *, allow_prefix: Optional[Globs] = None, keep: Optional[Globs] = None,
+          only: Optional[Globs] = None, jobs: Optional[int] = None) -> Report:
+    return _default.check(paths, allow_prefix=allow_prefix, keep=keep, only=only, jobs=jobs)
+
+
+def verify(paths: Paths, *, jobs: Optional[int] = None) -> Report:
+    return _default.verify(paths, jobs=jobs)
+
+
+def prune(paths: Paths, *, in_place: bool = False, output: Optional[PathLike] = None, dry_run: bool = False,
+          only: Optional[Globs] = None, keep: Optional[Globs] = None, backup: Optional[str] = None,
+          sign: bool = False, adhoc: bool = False, resign_invalid: bool = False, jobs: Optional[int] = None) -> Report:
+    return _default.prune(paths, in_place=in_place, output=output, dry_run=dry_run, only=only, keep=keep,
+                          backup=backup, sign=sign, adhoc=adhoc, resign_invalid=resign_invalid, jobs=jobs)
+
+
+def sign(paths: Paths, *, in_place: bool = False, output: Optional[PathLike] = None, identifier: Optional[str] = None,
+         adhoc: bool = False, resign_invalid: bool = False, jobs: Optional[int] = None) -> Report:
+    return _default.sign(paths, in_place=in_place, output=output, identifier=identifier, adhoc=adhoc,
+                         resign_invalid=resign_invalid, jobs=jobs)
+
+
+def repair_bytes(data: bytes, *, only: Optional[Globs] = None, keep: Optional[Globs] = None, sign: bool = False,
+                 adhoc: bool = False, resign_invalid: bool = False) -> bytes:
+    return _default.repair_bytes(data, only=only, keep=keep, sign=sign, adhoc=adhoc, resign_invalid=resign_invalid)
+
+
+for _function in (inspect, check, verify, prune, sign, repair_bytes):
+    _function.__doc__ = getattr(Machofix, _function.__name__).__doc__

@@ -1,0 +1,209 @@
+"""machofix's JSON report (schema version 1, README "JSON report") as typed Python
+objects: one frozen dataclass per JSON object, one field per key, same names.
+
+Keys this version does not know (a later machofix may add some to schema 1) are
+ignored; optional keys that are absent take their field's default (None, [], False).
+"""
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Literal, Optional, Type, TypeVar, Union, get_args, get_origin, get_type_hints
+
+FileKind = Literal["mach-o", "mach-o universal", "pte", "ptd", "archive", "elf", "other"]
+FileStatus = Literal["changed", "unchanged", "would change", "inspected", "skipped", "failed"]
+SignatureStatus = Literal["unsigned", "valid", "invalid", "renewed", "added", "replaced (ad hoc)"]
+DylibKind = Literal["load", "weak", "reexport", "upward"]
+Command = Literal["inspect", "prune", "sign", "verify", "check"]
+
+
+@dataclass(frozen=True)
+class SignatureReport:
+    status: SignatureStatus
+    style: str
+    identifier: str
+    hash_types: List[str]
+    page_size: int
+    problems: List[str]
+    first_problem_offset: Optional[int]  # file offset of problems[0]
+    notes: List[str]
+
+
+@dataclass(frozen=True)
+class DylibReport:
+    ordinal: int
+    install_name: str
+    kind: DylibKind
+    symbol_count: int
+    symbols: List[str]  # the first 16
+    sources: List[str]  # where the symbols were found
+    removed: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class SliceReport:
+    arch: str
+    filetype: str
+    offset: int
+    size: int
+    install_name: str
+    flags: List[str]
+    dylibs: List[DylibReport]
+    flat_lookup_imports: int
+    warnings: List[str]
+    left_unchanged_because: str
+    signature: SignatureReport
+    changed: bool
+    signature_after: Optional[SignatureReport]
+
+
+@dataclass(frozen=True)
+class MachOReport:
+    universal: bool
+    fat64: bool
+    changed: bool
+    slices: List[SliceReport]
+
+
+@dataclass(frozen=True)
+class DelegateReport:
+    method: str
+    id: str
+    location: Literal["inline", "segment"]
+    index: int
+    size: int
+    keys: List[str]
+
+
+@dataclass(frozen=True)
+class NamedDataReport:
+    key: str
+    segment_index: int
+    offset: int
+    size: int
+    kind: str
+    content_hash_key: bool
+
+
+@dataclass(frozen=True)
+class KeyRenewal:
+    old_key: str
+    new_key: str
+    renewed_in: List[str]
+
+
+@dataclass(frozen=True)
+class BlobReport:
+    keys: List[str]
+    segment_index: int
+    offset: int
+    size: int
+    new_size: int
+    sha256: str
+    new_sha256: str
+    changed: bool
+    key_renewals: List[KeyRenewal]
+    macho: MachOReport
+    error: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class PteReport:
+    container: Literal["pte", "ptd"]
+    file_size: int
+    output_size: int
+    methods: List[str]
+    delegates: List[DelegateReport]
+    named_data: List[NamedDataReport]
+    blobs: List[BlobReport]
+    warnings: List[str]
+    changed: bool
+
+
+@dataclass(frozen=True)
+class FileReport:
+    path: str  # as given ("-" for standard input), or as found in a directory or archive
+    kind: FileKind
+    status: FileStatus
+    notes: List[str]
+    dylibs_removed: int
+    bytes_written: int
+    seconds: float
+    error: Optional[str] = None  # status "failed": file, part, byte offset and problem
+    refused: bool = False  # "failed" by a decision (an invalid input signature, an identity one), not bad input
+    macho: Optional[MachOReport] = None  # Mach-O files
+    pte: Optional[PteReport] = None  # .pte and .ptd files
+    members: List["FileReport"] = field(default_factory=list)  # archives: the members that are models
+
+
+@dataclass(frozen=True)
+class Summary:
+    files: int
+    changed: int
+    unchanged: int
+    skipped: int
+    failed: int
+    dylibs_removed: int
+    bytes_written: int
+
+
+@dataclass(frozen=True)
+class Finding:
+    file: str
+    blob: str
+    arch: str
+    dylib: str
+    rule: str  # "unused-dependency", "absolute-install-name", ...
+    message: str
+
+
+@dataclass(frozen=True)
+class Report:
+    """One run of machofix: the document `--json` writes, plus the exit status."""
+
+    schema: str
+    schema_version: int
+    machofix_version: str
+    command: Command
+    files: List[FileReport]
+    summary: Summary
+    findings: List[Finding] = field(default_factory=list)  # check only
+    # Not in the JSON: 1 when `check` found something or `verify` an invalid slice.
+    exit_status: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """No finding (check), every slice valid (verify); always true otherwise."""
+        return self.exit_status == 0
+
+
+T = TypeVar("T")
+_HINTS: Dict[type, Dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> Dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = get_type_hints(cls)
+    return _HINTS[cls]
+
+
+def _convert(kind: Any, value: Any) -> Any:
+    if value is None:
+        return None
+    if dataclasses.is_dataclass(kind):
+        return from_json(kind, value)
+    origin = get_origin(kind)
+    if origin is list:
+        (item,) = get_args(kind)
+        return [_convert(item, element) for element in value]
+    if origin is Union:  # Optional[X]
+        (present,) = [option for option in get_args(kind) if option is not type(None)]
+        return _convert(present, value)
+    return value  # str, int, float, bool, Literal[...]
+
+
+def from_json(cls: Type[T], document: Dict[str, Any], **extra: Any) -> T:
+    """`document` (a parsed JSON object) as a `cls`; unknown keys are left out."""
+    hints = _hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    values = {name: _convert(hints[name], value) for name, value in document.items() if name in names}
+    return cls(**values, **extra)
