@@ -16,6 +16,11 @@
 #include <cstdlib>
 #include <cstring>
 
+#if defined(__APPLE__)
+#include <copyfile.h>
+#include <sys/clonefile.h>
+#endif
+
 namespace machofix {
 
 namespace {
@@ -109,6 +114,17 @@ void spool_standard_input(int fd) {
   }
 }
 
+// Flushes a file's data (or a directory's entries) to stable storage. On macOS fsync
+// only hands the data to the drive, which may keep it in its cache across a power
+// loss; F_FULLFSYNC also flushes that cache. Where the file system does not support
+// it (some network file systems), fsync is what there is.
+int flush_to_disk(int fd) {
+#if defined(__APPLE__)
+  if (fcntl(fd, F_FULLFSYNC) == 0) return 0;
+#endif
+  return fsync(fd);
+}
+
 }  // namespace
 
 void MappedFile::open_standard_input() {
@@ -187,6 +203,7 @@ uint64_t AtomicOutput::size() const {
 }
 
 void AtomicOutput::write_at(uint64_t offset, const uint8_t* data, uint64_t size) {
+  fresh_ = false;
   while (size > 0) {
     ssize_t written = pwrite(fd_, data, size, static_cast<off_t>(offset));
     if (written < 0 && errno == EINTR) continue;
@@ -196,6 +213,77 @@ void AtomicOutput::write_at(uint64_t offset, const uint8_t* data, uint64_t size)
 }
 
 void AtomicOutput::copy_from(int in_fd, uint64_t in_offset, uint64_t out_offset, uint64_t length) {
+#if defined(__APPLE__)
+  if (fresh_ && in_offset == 0 && out_offset == 0 && copy_whole_file(in_fd, length)) return;
+#endif
+  fresh_ = false;
+  if (holds_clone_of(in_fd, in_offset, out_offset, length)) return;
+  copy_range(in_fd, in_offset, out_offset, length);
+}
+
+bool AtomicOutput::clone_from(int in_fd) {
+#if defined(__APPLE__)
+  struct stat source;
+  if (!fresh_ || fstat(in_fd, &source) != 0 || !S_ISREG(source.st_mode)) return false;
+  // The clone is made under a name of its own (clonefile creates its target), then
+  // renamed over this output's temporary file: the output's name never changes
+  // hands. The name shares the temporary prefix, so a leftover is removed as stale.
+  std::string clone_path = temp_path_ + "c";
+  if (fclonefileat(in_fd, AT_FDCWD, clone_path.c_str(), CLONE_NOFOLLOW | CLONE_NOOWNERCOPY) != 0) return false;
+  int clone_fd = ::open(clone_path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+  struct stat cloned;
+  if (clone_fd < 0 || fstat(clone_fd, &cloned) != 0 || cloned.st_size != source.st_size ||
+      rename(clone_path.c_str(), temp_path_.c_str()) != 0) {
+    if (clone_fd >= 0) ::close(clone_fd);
+    ::unlink(clone_path.c_str());
+    return false;
+  }
+  ::close(fd_);
+  fd_ = clone_fd;
+  fresh_ = false;
+  cloned_device_ = source.st_dev;
+  cloned_inode_ = source.st_ino;
+  cloned_size_ = static_cast<uint64_t>(source.st_size);
+  return true;
+#else
+  (void)in_fd;
+  return false;
+#endif
+}
+
+// A whole file into a fresh output, the way the platform copies files best: a
+// clone, else fcopyfile (both as Rust's std::fs::copy does on macOS). False when
+// `length` is not the whole file or neither worked; the output is then still empty.
+bool AtomicOutput::copy_whole_file(int in_fd, uint64_t length) {
+#if defined(__APPLE__)
+  struct stat source;
+  if (fstat(in_fd, &source) != 0 || static_cast<uint64_t>(source.st_size) != length) return false;
+  if (clone_from(in_fd)) return true;
+  // fcopyfile copies from the descriptors' positions: both are at 0 (the input is
+  // read with pread and mapped, the output is new).
+  struct stat copied;
+  if (lseek(in_fd, 0, SEEK_SET) == 0 && fcopyfile(in_fd, fd_, nullptr, COPYFILE_DATA) == 0 &&
+      fstat(fd_, &copied) == 0 && copied.st_size == source.st_size) {
+    fresh_ = false;
+    return true;
+  }
+  if (ftruncate(fd_, 0) != 0) system_error("cannot empty the output", target_);
+  return false;
+#else
+  (void)in_fd, (void)length;
+  return false;
+#endif
+}
+
+// Whether the clone already holds the input's [in_offset, +length) at that offset.
+// (What a .pte rewrite copies is compared byte for byte afterwards all the same.)
+bool AtomicOutput::holds_clone_of(int in_fd, uint64_t in_offset, uint64_t out_offset, uint64_t length) const {
+  if (cloned_size_ == 0 || in_offset != out_offset || in_offset + length > cloned_size_) return false;
+  struct stat source;
+  return fstat(in_fd, &source) == 0 && source.st_dev == cloned_device_ && source.st_ino == cloned_inode_;
+}
+
+void AtomicOutput::copy_range(int in_fd, uint64_t in_offset, uint64_t out_offset, uint64_t length) {
 #ifdef __linux__
   while (length > 0) {
     loff_t from = static_cast<loff_t>(in_offset), to = static_cast<loff_t>(out_offset);
@@ -223,6 +311,8 @@ void AtomicOutput::copy_from(int in_fd, uint64_t in_offset, uint64_t out_offset,
 }
 
 void AtomicOutput::truncate(uint64_t size) {
+  fresh_ = false;
+  cloned_size_ = std::min(cloned_size_, size);
   if (ftruncate(fd_, static_cast<off_t>(size)) != 0) system_error("cannot size the output", target_);
 }
 
@@ -260,7 +350,7 @@ void AtomicOutput::commit_to_standard_output() {
 void AtomicOutput::commit() {
   if (is_standard_stream(target_)) return commit_to_standard_output();
   if (fchmod(fd_, mode_) != 0) system_error("cannot set the output's mode", target_);
-  if (durable_ && fsync(fd_) != 0) system_error("cannot flush the output", target_);
+  if (durable_ && flush_to_disk(fd_) != 0) system_error("cannot flush the output", target_);
   if (::close(fd_) != 0) {
     fd_ = -1;
     system_error("cannot close the output", target_);
@@ -271,7 +361,7 @@ void AtomicOutput::commit() {
   if (!durable_) return;
   int directory = ::open(directory_of(target_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (directory >= 0) {
-    fsync(directory);  // makes the rename itself durable
+    flush_to_disk(directory);  // makes the rename itself durable
     ::close(directory);
   }
 }

@@ -67,8 +67,15 @@ class AtomicOutput {
   void write_at(uint64_t offset, const uint8_t* data, uint64_t size);
   void write_at(uint64_t offset, const std::vector<uint8_t>& data) { write_at(offset, data.data(), data.size()); }
   // Copies [in_offset, in_offset + length) of `in_fd` to out_offset, in the kernel
-  // where it can (copy_file_range), else through a small buffer.
+  // where it can (copy_file_range), else through a small buffer. On macOS a copy of a
+  // whole file into a fresh output is a clone (clone_from) or fcopyfile, and ranges
+  // the clone already holds in place are not copied again.
   void copy_from(int in_fd, uint64_t in_offset, uint64_t out_offset, uint64_t length);
+  // Makes the still empty output a clone of the whole of `in_fd` (macOS: APFS shares
+  // the blocks until either file is written: a .pte's weights cost nothing to copy).
+  // False, with the output as it was, where the file system cannot, and on Linux
+  // (there copy_file_range itself shares blocks on the file systems that can).
+  bool clone_from(int in_fd);
   void truncate(uint64_t size);
   uint64_t size() const;  // of what was written so far
   // fsync, set the mode, rename over the target, fsync the directory. For standard
@@ -86,6 +93,15 @@ class AtomicOutput {
   mode_t mode_;
   bool durable_;
   bool committed_ = false;
+  bool fresh_ = true;  // nothing written or copied yet
+  // What clone_from() cloned: that file's [0, cloned_size_) is in place in the output.
+  dev_t cloned_device_ = 0;
+  ino_t cloned_inode_ = 0;
+  uint64_t cloned_size_ = 0;
+
+  void copy_range(int in_fd, uint64_t in_offset, uint64_t out_offset, uint64_t length);
+  bool copy_whole_file(int in_fd, uint64_t length);
+  bool holds_clone_of(int in_fd, uint64_t in_offset, uint64_t out_offset, uint64_t length) const;
 };
 
 void write_file_atomically(const std::string& target, const std::vector<uint8_t>& data, mode_t mode, bool durable = true);

@@ -335,6 +335,8 @@ void start_writeback(int fd, uint64_t offset, uint64_t length) {
 #ifdef __linux__
   sync_file_range(fd, static_cast<off_t>(offset), static_cast<off_t>(length), SYNC_FILE_RANGE_WRITE);
 #else
+  // macOS has no call that starts the writeback of a range without waiting for it
+  // (F_FULLFSYNC at commit does the whole flush).
   (void)fd, (void)offset, (void)length;
 #endif
 }
@@ -639,6 +641,7 @@ PteReport repair_pte(const MappedFile& input, const std::string& output_path, co
   std::optional<CopyAhead> ahead;
   if (writes) {
     output.emplace(output_path, input.mode(), /*durable=*/in_place);
+    output->clone_from(input.fd());  // macOS: then the early copy only has to compare
     output->truncate(input.size());
     checker.emplace(input, output->temp_path(), input.size());
     ahead.emplace(input, *output, *checker);

@@ -1,5 +1,9 @@
 #include "core/sha.h"
 
+#if defined(__APPLE__)
+// macOS: CommonCrypto, part of libSystem, so there is no crypto library to ship.
+#include <CommonCrypto/CommonDigest.h>
+#else
 // OpenSSL 3 marks the per-algorithm functions deprecated in favour of EVP, but EVP
 // first initialises the provider machinery: 1.5 ms per process, more than hashing
 // a 1 MB file takes (`machofix verify` is measured against sha256sum, which starts
@@ -8,6 +12,7 @@
 // goes through EVP, hence Init/Update/Final.)
 #define OPENSSL_SUPPRESS_DEPRECATED
 #include <openssl/sha.h>
+#endif
 
 #include <algorithm>
 #include <exception>
@@ -19,6 +24,37 @@ namespace {
 
 void check_hash_type(uint8_t hash_type) {
   if (stored_hash_size(hash_type) == 0) fail("unknown code signature hash type " + std::to_string(hash_type));
+}
+
+// The digest of data[0, size) into `out` (the hash type's full digest); false if the
+// library failed. Init/Update/Final of one algorithm, with the library's types.
+template <typename Context, typename Length, typename Init, typename Update, typename Final>
+bool digest_with(const uint8_t* data, size_t size, uint8_t* out, Init init, Update update, Final final) {
+  // CommonCrypto takes 32-bit lengths: a larger input goes in parts.
+  constexpr size_t kPart = size_t{1} << 30;
+  Context context;
+  if (init(&context) != 1) return false;
+  do {
+    size_t part = std::min(size, kPart);
+    if (update(&context, data, static_cast<Length>(part)) != 1) return false;
+    data += part, size -= part;
+  } while (size > 0);
+  return final(out, &context) == 1;
+}
+
+bool digest(uint8_t hash_type, const uint8_t* data, size_t size, uint8_t* out) {
+#if defined(__APPLE__)
+  if (hash_type == kHashSha1)
+    return digest_with<CC_SHA1_CTX, CC_LONG>(data, size, out, CC_SHA1_Init, CC_SHA1_Update, CC_SHA1_Final);
+  if (hash_type == kHashSha384)
+    return digest_with<CC_SHA512_CTX, CC_LONG>(data, size, out, CC_SHA384_Init, CC_SHA384_Update, CC_SHA384_Final);
+  return digest_with<CC_SHA256_CTX, CC_LONG>(data, size, out, CC_SHA256_Init, CC_SHA256_Update, CC_SHA256_Final);
+#else
+  if (hash_type == kHashSha1) return digest_with<SHA_CTX, size_t>(data, size, out, SHA1_Init, SHA1_Update, SHA1_Final);
+  if (hash_type == kHashSha384)
+    return digest_with<SHA512_CTX, size_t>(data, size, out, SHA384_Init, SHA384_Update, SHA384_Final);
+  return digest_with<SHA256_CTX, size_t>(data, size, out, SHA256_Init, SHA256_Update, SHA256_Final);
+#endif
 }
 
 // Below this many pages a second thread costs more than it saves.
@@ -61,22 +97,9 @@ Hasher::Hasher(uint8_t hash_type) : hash_type_(hash_type), size_(stored_hash_siz
 }
 
 void Hasher::hash(const Bytes& data, uint8_t* out) {
-  uint8_t digest[SHA384_DIGEST_LENGTH];
-  bool done = false;
-  if (hash_type_ == kHashSha1) {
-    SHA_CTX context;
-    done = SHA1_Init(&context) && SHA1_Update(&context, data.data(), data.size()) && SHA1_Final(digest, &context);
-  } else if (hash_type_ == kHashSha384) {
-    SHA512_CTX context;
-    done = SHA384_Init(&context) && SHA384_Update(&context, data.data(), data.size()) &&
-           SHA384_Final(digest, &context);
-  } else {
-    SHA256_CTX context;
-    done = SHA256_Init(&context) && SHA256_Update(&context, data.data(), data.size()) &&
-           SHA256_Final(digest, &context);
-  }
-  if (!done) fail("OpenSSL digest failed");
-  std::copy(digest, digest + size_, out);  // SHA-256 truncated keeps the first 20 bytes
+  uint8_t full[kMaxHashSize];
+  if (!digest(hash_type_, data.data(), data.size(), full)) fail("the " + hash_type_name(hash_type_) + " digest failed");
+  std::copy(full, full + size_, out);  // SHA-256 truncated keeps the first 20 bytes
 }
 
 std::vector<uint8_t> Hasher::hash(const Bytes& data) {

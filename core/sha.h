@@ -1,9 +1,11 @@
-// Hashing for code signatures: the four CodeDirectory hash types, with OpenSSL.
+// Hashing for code signatures: the four CodeDirectory hash types, with OpenSSL
+// (CommonCrypto on macOS).
 //
 // A signature hashes every 4 or 16 KiB page of the code, so the per-page cost
 // matters as much as the throughput: the digests are OpenSSL's per-algorithm
-// functions, with no per-call or per-process set-up (core/sha.cc). hash_pages() splits large inputs across two
-// threads (see bench/hash_bench.sh for the numbers behind that choice).
+// functions (CommonCrypto's on macOS), with no per-call or per-process set-up
+// (core/sha.cc). hash_pages() splits large inputs across two threads (see
+// bench/hash_bench.sh for the numbers behind that choice).
 #pragma once
 
 #include <cstdint>
