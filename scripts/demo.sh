@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+[ "$(uname)" != Darwin ] || export PATH="$PWD/build/llvm-16/bin:$PATH"  # LLVM 16 by its Debian names (setup_macos.sh)
 cmake --build build --target pte_writer >/dev/null
 out=build/demo
 samples/aoti_metal/build.sh "$out" build/tests/pte_writer

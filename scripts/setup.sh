@@ -5,6 +5,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# macOS: Homebrew's packages instead (scripts/setup_macos.sh), then the same build.
+if [ "$(uname)" = Darwin ]; then
+  exec scripts/setup_macos.sh
+fi
+
 packages=(
   cmake ninja-build g++ python3
   liblief-dev libcli11-dev libspdlog-dev doctest-dev

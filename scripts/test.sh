@@ -3,4 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-ctest --test-dir build --output-on-failure -j "$(nproc)" "$@"
+[ "$(uname)" != Darwin ] || export PATH="$PWD/build/llvm-16/bin:$PATH"  # LLVM 16 by its Debian names (setup_macos.sh)
+ctest --test-dir build --output-on-failure -j "$(nproc 2>/dev/null || sysctl -n hw.ncpu)" "$@"

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Builds the pinned LIEF (0.9.0, the version Debian 12 packages) as a static library
+# with only its Mach-O reader, and installs it in PREFIX (include/, lib/libLIEF.a).
+# The machofix LIEF reader must build against this very version on every platform:
+# on Debian it is liblief-dev; where no package has it (macOS: Homebrew's LIEF is a
+# later, incompatible version; cross-builds) this script builds it from source.
+#
+#   scripts/build_lief.sh PREFIX [CMAKE_ARG...]      (e.g. a toolchain file)
+#
+# The source: $MACHOFIX_LIEF_TARBALL, else ../shared/third_party/LIEF-0.9.0.tar.gz
+# beside the repository (checked against its sha256), else upstream's archive of the
+# tag, downloaded into the cache. Whatever the archive, its extracted content must
+# have the pinned content hash (archives of one tree made by different tools differ
+# in their compressed bytes, not in their files). PREFIX is left as it is when its
+# stamp says it was built from the same source with the same arguments.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+[ $# -ge 1 ] || { echo "usage: $0 PREFIX [CMAKE_ARG...]" >&2; exit 2; }
+prefix=$1
+shift
+
+LIEF_VERSION=0.9.0
+LIEF_TARBALL_SHA256=a3ace799fd17faac5c7cf696867e4458ca7ce4c310c4fefe44542d7970d82c24
+# sha256 of `sha256sum` of every file, sorted by path (tree_sha256 below).
+LIEF_TREE_SHA256=4d9c0ac07646f781530703b40fa111d80af519c7e75a09f84827149a4374e622
+LIEF_URL=https://github.com/lief-project/LIEF/archive/refs/tags/$LIEF_VERSION.tar.gz
+cache="${MACHOFIX_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/machofix}/lief"
+jobs="${MACHOFIX_JOBS:-2}"
+
+if command -v sha256sum >/dev/null; then sha256=(sha256sum); else sha256=(shasum -a 256); fi  # Debian / macOS
+sha256_of() { "${sha256[@]}" "$1" | cut -d' ' -f1; }
+
+# The content hash of a directory: independent of how it was archived.
+tree_sha256() { (cd "$1" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 "${sha256[@]}" | "${sha256[@]}" | cut -d' ' -f1); }
+
+# The tarball to extract: the one beside the repository if its checksum is right,
+# else a download (on a machine with the internet, e.g. a Mac without ../shared).
+find_tarball() {
+  local shared=${MACHOFIX_LIEF_TARBALL:-$repo/../shared/third_party/LIEF-$LIEF_VERSION.tar.gz}
+  if [ -f "$shared" ]; then
+    local sum
+    sum=$(sha256_of "$shared")
+    if [ "$sum" != "$LIEF_TARBALL_SHA256" ]; then
+      echo "build_lief: $shared: sha256 $sum, expected $LIEF_TARBALL_SHA256" >&2
+      exit 1
+    fi
+    echo "$shared"
+    return
+  fi
+  local download=$cache/LIEF-$LIEF_VERSION-upstream.tar.gz
+  if [ ! -f "$download" ]; then
+    echo "build_lief: $shared not found; downloading $LIEF_URL" >&2
+    mkdir -p "$cache"
+    curl -fsSL --retry 3 -o "$download.part" "$LIEF_URL"
+    mv "$download.part" "$download"
+  fi
+  echo "$download"
+}
+
+tarball=$(find_tarball)
+key=$( (echo "$LIEF_TREE_SHA256"; printf '%s\n' "$@"; cat "$repo/scripts/lief/LIEFGit.cmake" "$0") | "${sha256[@]}" | cut -d' ' -f1)
+if [ -f "$prefix/.machofix-lief-stamp" ] && [ "$(cat "$prefix/.machofix-lief-stamp")" = "$key" ]; then
+  echo "build_lief: LIEF $LIEF_VERSION in $prefix is up to date"
+  exit 0
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/machofix-lief.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+tar -xzf "$tarball" -C "$work"
+source_dir=$work/LIEF-$LIEF_VERSION
+tree=$(tree_sha256 "$source_dir")
+if [ "$tree" != "$LIEF_TREE_SHA256" ]; then
+  echo "build_lief: $tarball: its files are not LIEF $LIEF_VERSION's (content hash $tree, expected $LIEF_TREE_SHA256)" >&2
+  exit 1
+fi
+
+start=$(date +%s)
+echo "build_lief: building LIEF $LIEF_VERSION (Mach-O only, static) into $prefix"
+# Our LIEFGit.cmake comes first in the module path: the version without git.
+cmake -S "$source_dir" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_MODULE_PATH="$repo/scripts/lief" -DCMAKE_INSTALL_PREFIX="$prefix" \
+  -DLIEF_ELF=OFF -DLIEF_PE=OFF -DLIEF_OAT=OFF -DLIEF_DEX=OFF -DLIEF_VDEX=OFF -DLIEF_ART=OFF \
+  -DLIEF_PYTHON_API=OFF -DLIEF_C_API=OFF -DLIEF_EXAMPLES=OFF -DLIEF_TESTS=OFF -DLIEF_DOC=OFF \
+  -DLIEF_SHARED_LIB=OFF -DLIEF_ENABLE_JSON=OFF -DLIEF_USE_CCACHE=OFF \
+  -DCMAKE_POSITION_INDEPENDENT_CODE=ON "$@" >"$work/configure.log" 2>&1 ||
+  { cat "$work/configure.log" >&2; exit 1; }
+cmake --build "$work/build" -j "$jobs" --target LIB_LIEF_STATIC
+rm -rf "$prefix"
+cmake --install "$work/build" >/dev/null
+# The licences of what libLIEF.a contains: LIEF and the sources it compiles in.
+mkdir -p "$prefix/share/licenses"
+cp "$source_dir/LICENSE" "$prefix/share/licenses/LIEF.txt"
+mbedtls=$(find "$work/build" -path '*mbed_tls/src/lief_mbed_tls/LICENSE' | head -n1)
+[ -n "$mbedtls" ] && cp "$mbedtls" "$prefix/share/licenses/mbedTLS-2.6.0.txt"
+elg=$(find "$work/build" -path '*lief_easyloggingpp/LICENCE' | head -n1)
+[ -n "$elg" ] && cp "$elg" "$prefix/share/licenses/easyloggingpp-9.94.2.txt"
+echo "$key" >"$prefix/.machofix-lief-stamp"
+echo "build_lief: done in $(($(date +%s) - start)) s"
