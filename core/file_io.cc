@@ -18,6 +18,9 @@
 
 #if defined(__APPLE__)
 #include <copyfile.h>
+#include <limits.h>
+#include <mach-o/dyld.h>
+#include <stdlib.h>
 #include <sys/clonefile.h>
 #endif
 
@@ -386,6 +389,22 @@ void remove_stale_temporaries(const std::string& target) {
     ::unlink((directory + "/" + name).c_str());
   }
   closedir(listing);
+}
+
+std::string executable_path() {
+#if defined(__APPLE__)
+  uint32_t size = 0;
+  _NSGetExecutablePath(nullptr, &size);  // the size it needs
+  std::string started_as(size, '\0');
+  if (_NSGetExecutablePath(started_as.data(), &size) != 0) return {};
+  char resolved[PATH_MAX];  // the path it was started by may go through links
+  return realpath(started_as.c_str(), resolved) ? resolved : std::string();
+#else
+  char path[4096];
+  ssize_t length = readlink("/proc/self/exe", path, sizeof path - 1);
+  if (length <= 0) return {};
+  return std::string(path, static_cast<size_t>(length));
+#endif
 }
 
 }  // namespace machofix

@@ -110,4 +110,7 @@ void write_file_atomically(const std::string& target, const std::vector<uint8_t>
 // that no longer runs.
 void remove_stale_temporaries(const std::string& target);
 
+// The running executable's path, links resolved; "" if it cannot be known.
+std::string executable_path();
+
 }  // namespace machofix

@@ -1,13 +1,7 @@
 #include "core/lief_check.h"
 
 #include <dlfcn.h>
-#include <limits.h>
-#include <stdlib.h>
 #include <unistd.h>
-
-#if defined(__APPLE__)
-#include <mach-o/dyld.h>
-#endif
 
 #include <algorithm>
 #include <atomic>
@@ -17,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "core/file_io.h"
 #include "core/lief_plugin_abi.h"
 #include "core/macho_format.h"
 
@@ -29,23 +24,6 @@ namespace {
 }
 
 // ---- Loading the plugin (core/lief_plugin_abi.h says why it is one) ----
-
-// The running executable's path, links resolved (as /proc/self/exe gives it).
-std::string executable_path() {
-#if defined(__APPLE__)
-  uint32_t size = 0;
-  _NSGetExecutablePath(nullptr, &size);  // the size it needs
-  std::string started_as(size, '\0');
-  if (_NSGetExecutablePath(started_as.data(), &size) != 0) return {};
-  char resolved[PATH_MAX];
-  return realpath(started_as.c_str(), resolved) ? resolved : std::string();
-#else
-  char path[4096];
-  ssize_t length = readlink("/proc/self/exe", path, sizeof path - 1);
-  if (length <= 0) return {};
-  return std::string(path, static_cast<size_t>(length));
-#endif
-}
 
 std::string executable_directory() {
   std::string executable = executable_path();

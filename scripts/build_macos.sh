@@ -339,8 +339,8 @@ main() {
     cc=$toolchain_dir/cc
     build_debian_libraries
     lief_start=$(date +%s)
-    MACHOFIX_CACHE_DIR="$cache" "$repo/scripts/build_lief.sh" "$cache/prefix-$target/lief" \
-      -DCMAKE_TOOLCHAIN_FILE="$toolchain_dir/toolchain.cmake"
+    logged "$work/lief-$target.log" env MACHOFIX_CACHE_DIR="$cache" "$repo/scripts/build_lief.sh" \
+      "$cache/prefix-$target/lief" -DCMAKE_TOOLCHAIN_FILE="$toolchain_dir/toolchain.cmake"
     say "LIEF for $target-macos: $(($(date +%s) - lief_start)) s"
     machofix_start=$(date +%s)
     build_machofix
