@@ -59,8 +59,11 @@ for universal in "$executable" "$reader"; do
     bash -c '[ "$(llvm-lipo-16 -archs "$1" | tr " " "\n" | sort | xargs)" = "arm64 x86_64" ]' _ "$universal"
   files+=("$universal")
   for arch in arm64 x86_64; do
-    llvm-lipo-16 -thin "$arch" "$universal" -output "$work/$(basename "$universal").$arch"
-    files+=("$work/$(basename "$universal").$arch")
+    if llvm-lipo-16 -thin "$arch" "$universal" -output "$work/$(basename "$universal").$arch" 2>"$work/out"; then
+      files+=("$work/$(basename "$universal").$arch")
+    else
+      failure "$(basename "$universal"): no $arch slice to check"
+    fi
   done
 done
 
@@ -126,6 +129,8 @@ for file in "${files[@]}"; do
   expect "machofix prune --dry-run: nothing to remove" json_check "$work/prune.json" \
     'files[0]["status"] == "unchanged" and report["summary"]["dylibs_removed"] == 0'
   if [ "$filetype" = DYLIB ]; then
+    expect "install name @rpath/machofix-lief.so (no path of the build machine)" \
+      bash -c '! llvm-objdump-16 --macho --dylib-id "$1" | tail -n +2 | grep -vqx "@rpath/machofix-lief.so"' _ "$file"
     expect "exports the plugin interface machofix_lief_read_v1" \
       bash -c 'llvm-nm-16 -gU --arch=all "$1" | grep -c " T _machofix_lief_read_v1$" | grep -qx "${2}"' _ "$file" \
       "$([ ${#cpus[@]} -eq 0 ] && echo 2 || echo 1)"
