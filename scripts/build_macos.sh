@@ -48,7 +48,8 @@ jobs="${MACHOFIX_JOBS:-2}"
 host_machofix="${MACHOFIX_HOST_TOOL:-$repo/build/machofix}"
 version=$(sed -n 's/^project(machofix VERSION \([0-9.]*\).*/\1/p' "$repo/CMakeLists.txt")
 work=$(mktemp -d "${TMPDIR:-/tmp}/machofix-macos.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+# The logs stay when the build fails.
+trap 'status=$?; if [ "$status" = 0 ]; then rm -rf "$work"; else echo "build_macos: logs in $work" >&2; fi' EXIT
 export ZIG_GLOBAL_CACHE_DIR="$cache/zig-cache" ZIG_LOCAL_CACHE_DIR="$cache/zig-cache"
 started=$(date +%s)
 
@@ -76,6 +77,7 @@ if ((${#missing[@]})); then
   say "installing ${missing[*]}"
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -q >/dev/null
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
@@ -369,8 +371,9 @@ main() {
   cat >"$stage/licences/README" <<EOF
 machofix $version for macOS (universal: arm64, x86_64), cross-built on Debian 12 with
 zig $ZIG_VERSION ($ZIG_PACKAGE from npm). Linked in statically, with the licence of each:
-  LIEF 0.9.0 (reader plugin only): LIEF.txt (Apache-2.0); mbedTLS 2.6.0 and
-    easyloggingpp 9.94.2, compiled into LIEF: mbedTLS-2.6.0.txt, easyloggingpp-9.94.2.txt
+  LIEF 0.9.0 (reader plugin only): LIEF.txt (the Apache License 2.0); mbedTLS 2.6.0 and
+    easyloggingpp 9.94.2, compiled into LIEF: mbedTLS-2.6.0.txt (it names the Apache
+    License 2.0, whose text is LIEF.txt), easyloggingpp-9.94.2.txt (MIT)
   libarchive, zlib, bzip2, xz-utils (liblzma), libzstd from Debian 12's source packages:
     *.copyright (Debian's copyright files): $(printf '%s; ' "${DEBIAN_SOURCES[@]%% *}")
   CLI11, spdlog, fmt, flatbuffers (headers compiled in): lib*-dev.copyright
@@ -384,3 +387,4 @@ EOF
 }
 
 main "$@"
+exit
