@@ -30,7 +30,7 @@ llvm=$(brew --prefix llvm@16)
 mkdir -p build/llvm-16/bin
 for tool in clang clang++ ld64.lld lld llvm-lipo llvm-objdump llvm-nm llvm-otool llvm-readobj llvm-strip \
   llvm-install-name-tool llvm-objcopy llvm-ar llvm-profdata llvm-symbolizer; do
-  [ -x "$llvm/bin/$tool" ] && ln -sf "$llvm/bin/$tool" "build/llvm-16/bin/$tool-16"
+  if [ -x "$llvm/bin/$tool" ]; then ln -sf "$llvm/bin/$tool" "build/llvm-16/bin/$tool-16"; fi
 done
 
 # libarchive is keg-only in Homebrew: CMake and pkg-config are told where it is.
