@@ -178,7 +178,7 @@ fetch_debian_source() {
 extract_debian_source() {
   local dsc=$1 into=$2
   rm -rf "$into"
-  logged "$work/dpkg-source-$(basename "$dsc").log" dpkg-source --no-check -x "$dsc" "$into"
+  logged "$work/dpkg-source-$(basename "$dsc").log" dpkg-source -x "$dsc" "$into"
 }
 
 # ---- the libraries, per target ---------------------------------------------------
