@@ -227,7 +227,8 @@ void AtomicOutput::copy_from(int in_fd, uint64_t in_offset, uint64_t out_offset,
 bool AtomicOutput::clone_from(int in_fd) {
 #if defined(__APPLE__)
   struct stat source;
-  if (!fresh_ || fstat(in_fd, &source) != 0 || !S_ISREG(source.st_mode)) return false;
+  // Standard output's file has no name to clone to: it is copied.
+  if (!fresh_ || is_standard_stream(target_) || fstat(in_fd, &source) != 0 || !S_ISREG(source.st_mode)) return false;
   // The clone is made under a name of its own (clonefile creates its target), then
   // renamed over this output's temporary file: the output's name never changes
   // hands. The name shares the temporary prefix, so a leftover is removed as stale.
