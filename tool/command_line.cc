@@ -1,0 +1,327 @@
+#include "tool/command_line.h"
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <iostream>
+
+#include "core/file_io.h"
+#include "core/lief_check.h"
+#include "tool/help.h"
+#include "tool/suggest.h"
+
+namespace machofix::cli {
+
+namespace {
+
+// --- options shared by several commands -------------------------------------------
+
+// An existing path, or "-" for standard input.
+const CLI::Validator kPathOrStandardInput(
+    [](std::string& path) { return is_standard_stream(path) ? std::string() : CLI::ExistingPath(path); }, "PATH");
+
+void add_paths(CLI::App* command, Settings& settings, const char* what) {
+  command->add_option("PATH", settings.paths, std::string(what) + "; - reads one from standard input")
+      ->required()
+      ->check(kPathOrStandardInput);
+}
+
+void add_json(CLI::App* command, Settings& settings) {
+  command->add_option("--json", settings.json, "write a JSON report (schema in README) to FILE, or stdout with - or no value")
+      ->expected(0, 1)
+      ->default_str("-")
+      ->type_name("[FILE]");
+}
+
+void add_jobs(CLI::App* command, Settings& settings) {
+  command->add_option("-j,--jobs", settings.jobs, "files processed in parallel (default: number of cores)")
+      ->check(CLI::Range(1u, 1024u))
+      ->type_name("N");
+}
+
+void add_policy(CLI::App* command, Settings& settings) {
+  command->add_option("--keep", settings.job.repair.prune.keep, "never remove dylibs whose install name (or its last component) matches GLOB; repeatable")
+      ->type_name("GLOB");
+  command->add_option("--only", settings.job.repair.prune.only, "remove only unused dylibs matching GLOB, e.g. '*libomp*'; repeatable")
+      ->type_name("GLOB");
+}
+
+void add_output(CLI::App* command, Settings& settings) {
+  command->add_option("-o,--output", settings.job.output,
+                      "output file (one input file; always written, a copy when nothing changes; - for standard output) "
+                      "or directory mirroring the inputs")
+      ->type_name("OUT");
+  command->add_flag("--in-place", settings.job.in_place, "replace each changed file atomically (new inode, mode kept)");
+}
+
+void add_resign_invalid(CLI::App* command, Settings& settings) {
+  command->add_flag("--resign-invalid", settings.job.repair.resign_invalid,
+                    "re-sign slices whose input signature is invalid (changed or corrupt after signing); without it "
+                    "such files are refused");
+}
+
+// --- the commands -----------------------------------------------------------------
+// One function per command: its options, its usage line.
+
+struct Commands {
+  std::vector<std::pair<const CLI::App*, Command>> to_run;
+  const CLI::App* help = nullptr;
+};
+
+CLI::App* add_command(CLI::App& app, HelpFormatter& help, const char* name, const char* description, const char* synopsis) {
+  CLI::App* command = app.add_subcommand(name, description);
+  command->group("Commands");
+  help.set_synopsis(command, synopsis);
+  return command;
+}
+
+CLI::App* add_inspect(CLI::App& app, HelpFormatter& help, Settings& settings) {
+  CLI::App* inspect = add_command(app, help, "inspect", "show each slice's dependent dylibs, what each supplies, and the signature",
+                                  "PATH... [OPTIONS]");
+  add_paths(inspect, settings, "Mach-O, .pte or .ptd files, archives of them, or directories");
+  add_json(inspect, settings);
+  add_jobs(inspect, settings);
+  add_policy(inspect, settings);
+  return inspect;
+}
+
+CLI::App* add_prune(CLI::App& app, HelpFormatter& help, Settings& settings) {
+  CLI::App* prune = add_command(app, help, "prune", "remove dependent dylibs that supply no symbol, renumber ordinals, re-sign",
+                                "PATH... (-o OUT | --in-place | --dry-run) [OPTIONS]");
+  add_paths(prune, settings, "Mach-O, .pte or .ptd files, archives of them, or directories (recursive)");
+  add_output(prune, settings);
+  prune->add_flag("--dry-run", settings.job.dry_run, "report what would change; write nothing");
+  prune->add_option("--backup", settings.job.backup_suffix, "with --in-place: keep each replaced original as NAME+SUFFIX")
+      ->type_name("SUFFIX");
+  prune->add_flag("--sign", settings.job.repair.sign_unsigned, "also sign unsigned slices (ad hoc)");
+  prune->add_flag("--adhoc", settings.job.repair.replace_identity,
+                  "replace an identity (Developer ID) signature with an ad hoc one; without it such files are refused");
+  add_resign_invalid(prune, settings);
+  add_json(prune, settings);
+  add_jobs(prune, settings);
+  add_policy(prune, settings);
+  return prune;
+}
+
+CLI::App* add_sign(CLI::App& app, HelpFormatter& help, Settings& settings) {
+  CLI::App* sign = add_command(app, help, "sign", "re-sign ad hoc, keeping the signature's structure; sign unsigned files",
+                               "PATH... (-o OUT | --in-place) [OPTIONS]");
+  add_paths(sign, settings, "Mach-O, .pte or .ptd files, archives of them, or directories");
+  add_output(sign, settings);
+  sign->add_option("--identifier", settings.job.repair.identifier,
+                   "identifier for a new signature (default: install name leaf, else file name)")
+      ->type_name("ID");
+  sign->add_flag("--adhoc", settings.job.repair.replace_identity, "replace an identity (Developer ID) signature with an ad hoc one");
+  add_resign_invalid(sign, settings);
+  add_json(sign, settings);
+  add_jobs(sign, settings);
+  return sign;
+}
+
+CLI::App* add_verify(CLI::App& app, HelpFormatter& help, Settings& settings) {
+  CLI::App* verify = add_command(app, help, "verify", "check every slice's signature: structure, every page and special-slot hash",
+                                 "PATH... [OPTIONS]");
+  add_paths(verify, settings, "Mach-O, .pte or .ptd files, archives of them, or directories");
+  add_json(verify, settings);
+  add_jobs(verify, settings);
+  return verify;
+}
+
+CLI::App* add_check(CLI::App& app, HelpFormatter& help, Settings& settings) {
+  CLI::App* check = add_command(
+      app, help, "check", "CI gate: exit 1 if any dependency supplies no symbol or has an absolute install name outside the system",
+      "PATH... [OPTIONS]");
+  add_paths(check, settings, "Mach-O, .pte or .ptd files, archives of them, or directories");
+  check->add_option("--allow-prefix", settings.check.allowed_prefixes, "also accept absolute install names under PREFIX; repeatable")
+      ->type_name("PREFIX");
+  add_json(check, settings);
+  add_jobs(check, settings);
+  add_policy(check, settings);
+  return check;
+}
+
+CLI::App* add_help(CLI::App& app, HelpFormatter& help, Settings& settings) {
+  CLI::App* command = add_command(app, help, "help", "show the help of machofix or of a command", "[COMMAND]");
+  command->add_option("COMMAND", settings.help_topic, "the command whose options to show")->type_name("COMMAND");
+  return command;
+}
+
+Commands add_commands(CLI::App& app, HelpFormatter& help, Settings& settings) {
+  Commands commands;
+  commands.to_run = {{add_inspect(app, help, settings), Command::Inspect}, {add_prune(app, help, settings), Command::Prune},
+                     {add_sign(app, help, settings), Command::Sign},       {add_verify(app, help, settings), Command::Verify},
+                     {add_check(app, help, settings), Command::Check}};
+  commands.help = add_help(app, help, settings);
+  return commands;
+}
+
+// --- mistakes on the command line -----------------------------------------------
+
+std::vector<const CLI::App*> all_commands(const CLI::App& app) {
+  return app.get_subcommands([](const CLI::App*) { return true; });
+}
+
+std::vector<std::string> command_names(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::App* command : all_commands(app)) names.push_back(command->get_name());
+  return names;
+}
+
+std::string listed(const std::vector<std::string>& names) {
+  std::string text;
+  for (size_t i = 0; i < names.size(); ++i)
+    text += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+  return text;
+}
+
+// "--json", "-j", "--jobs": what a user may type for each option of `command`.
+std::vector<std::string> option_spellings(const CLI::App& command) {
+  std::vector<std::string> spellings;
+  for (const CLI::Option* option : command.get_options()) {
+    if (option->get_positional()) continue;
+    for (const std::string& name : option->get_lnames()) spellings.push_back("--" + name);
+    for (const std::string& name : option->get_snames()) spellings.push_back("-" + name);
+  }
+  return spellings;
+}
+
+std::string see_help(const CLI::App* command) {
+  return command ? "run 'machofix help " + command->get_name() + "' for its options" : "run 'machofix help' for the commands";
+}
+
+void unknown_command(const CLI::App& app, const std::string& word) {
+  std::optional<std::string> meant = nearest(word, command_names(app));
+  if (meant) spdlog::error("unknown command '{}'; did you mean '{}'?", word, *meant);
+  else spdlog::error("unknown command '{}'; the commands are {}", word, listed(command_names(app)));
+}
+
+std::vector<std::string> commands_taking(const CLI::App& app, const std::string& option) {
+  std::vector<std::string> takers;
+  for (const CLI::App* command : all_commands(app)) {
+    std::vector<std::string> theirs = option_spellings(*command);
+    if (std::find(theirs.begin(), theirs.end(), option) != theirs.end()) takers.push_back(command->get_name());
+  }
+  return takers;
+}
+
+// An option this command does not take: the nearest one it does take, else the
+// commands that take it (or the nearest option of another command).
+void unknown_option(const CLI::App& app, const CLI::App* command, const std::string& argument) {
+  std::string option = argument.substr(0, argument.find('='));
+  std::vector<std::string> own = option_spellings(app);
+  if (command) {
+    std::vector<std::string> its = option_spellings(*command);
+    own.insert(own.end(), its.begin(), its.end());
+  }
+  std::string where = command ? " for " + command->get_name() : " (options go after the command)";
+  if (std::optional<std::string> meant = nearest(option, own))
+    return spdlog::error("unknown option '{}'{}; did you mean '{}'?", option, where, *meant);
+  std::vector<std::string> elsewhere;
+  for (const CLI::App* other : all_commands(app)) {
+    std::vector<std::string> theirs = option_spellings(*other);
+    elsewhere.insert(elsewhere.end(), theirs.begin(), theirs.end());
+  }
+  if (std::optional<std::string> meant = nearest(option, elsewhere)) {
+    std::vector<std::string> takers = commands_taking(app, *meant);
+    return spdlog::error("unknown option '{}'{}; {} {} '{}'", option, where, listed(takers), takers.size() == 1 ? "takes" : "take",
+                         *meant);
+  }
+  spdlog::error("unknown option '{}'{}; {}", option, where, see_help(command));
+}
+
+CLI::App* parsed_command(const CLI::App& app) {
+  std::vector<CLI::App*> parsed = app.get_subcommands();
+  return parsed.empty() ? nullptr : parsed.front();
+}
+
+// Every word CLI11 did not recognise is an error, named with a suggestion. False if there was one.
+bool all_words_known(const CLI::App& app) {
+  const CLI::App* command = parsed_command(app);
+  bool known = true;
+  bool after_option = false;  // a word right after an unknown option may be its value
+  for (const std::string& word : app.remaining(true)) {
+    if (word == "--") continue;  // CLI11 keeps the mark after which every word is a path
+    bool option = word.size() > 1 && word[0] == '-';
+    if (option) {
+      unknown_option(app, command, word);
+    } else if (!command) {
+      unknown_command(app, word);
+      return false;  // what follows belongs to a command we do not know
+    } else if (!after_option) {
+      spdlog::error("unexpected argument '{}'; {}", word, see_help(command));
+    }
+    known = false;
+    after_option = option;
+  }
+  return known;
+}
+
+// `machofix help [COMMAND]`: the exit status.
+int show_help(const CLI::App& app, const Settings& settings) {
+  if (settings.help_topic.empty()) {
+    std::cout << help_text(app);
+    return kExitOk;
+  }
+  if (settings.help_topic.size() > 1) {
+    spdlog::error("help takes one command, not {}", settings.help_topic.size());
+    return kExitError;
+  }
+  for (const CLI::App* command : all_commands(app)) {
+    if (command->get_name() != settings.help_topic.front()) continue;
+    std::cout << help_text(*command);
+    return kExitOk;
+  }
+  unknown_command(app, settings.help_topic.front());
+  return kExitError;
+}
+
+std::string failure_message(const CLI::App* app, const CLI::Error& error) {
+  return "machofix: error: " + std::string(error.what()) + "; " + see_help(parsed_command(*app)) + "\n";
+}
+
+void configure_app(CLI::App& app, const std::shared_ptr<HelpFormatter>& help, Settings& settings) {
+  app.formatter(help);
+  help->set_synopsis(&app, "[-v | -q] COMMAND [ARGUMENTS...]");
+  app.set_help_flag("-h,--help", "show this help");
+  app.allow_extras();             // unknown words are answered with a suggestion (all_words_known)
+  app.require_subcommand(0, 1);  // after `help`, a command's name is its argument
+  app.fallthrough();             // -v/-q work after the command too
+  app.failure_message(failure_message);
+  app.set_version_flag("--version", [] {
+    return "machofix " MACHOFIX_VERSION "\nLIEF reader: " + machofix::lief_reader_location();
+  }, "show the version and which LIEF reader is used");
+  app.add_flag("-v,--verbose", settings.verbosity, "more detail");
+  app.add_flag("-q,--quiet", settings.quiet, "errors only");
+  app.footer("Run 'machofix help COMMAND' for the options of a command. -v and -q go before or after the command.");
+}
+
+}  // namespace
+
+
+CommandLine parse_command_line(int argc, char** argv, Settings& settings) {
+  CLI::App app{
+      "machofix: removes unused dylib dependencies from Mach-O files and from the .so blobs of ExecuTorch .pte/.ptd "
+      "models, renumbering every library ordinal and re-signing",
+      "machofix"};
+  auto help = std::make_shared<HelpFormatter>();
+  configure_app(app, help, settings);
+  Commands commands = add_commands(app, *help, settings);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    // A misspelt option is the likelier cause of what CLI11 found (a missing PATH...).
+    if (error.get_exit_code() != 0 && !all_words_known(app)) return {std::nullopt, kExitError};
+    return {std::nullopt, app.exit(error) == 0 ? kExitOk : kExitError};
+  }
+  if (!all_words_known(app)) return {std::nullopt, kExitError};
+  const CLI::App* command = parsed_command(app);
+  if (command == commands.help) return {std::nullopt, show_help(app, settings)};
+  for (const auto& [parsed, which] : commands.to_run)
+    if (command == parsed) return {which, kExitOk};
+  std::cerr << help_text(app);
+  spdlog::error("no command given");
+  return {std::nullopt, kExitError};
+}
+
+}  // namespace machofix::cli

@@ -1,0 +1,41 @@
+// The command line: the commands and their options, `help`, and answers to
+// mistakes (an unknown command or option gets the nearest known one).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/check.h"
+#include "core/job.h"
+
+namespace machofix::cli {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFindings = 1;  // check findings, verify failures
+constexpr int kExitError = 2;
+
+struct Settings {
+  std::vector<std::string> paths;
+  JobOptions job;
+  CheckOptions check;
+  std::string json;  // "" no JSON, "-" stdout, else a file
+  std::vector<std::string> help_topic;  // `machofix help COMMAND`
+  unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
+  int verbosity = 0;
+  bool quiet = false;
+};
+
+enum class Command { Inspect, Prune, Sign, Verify, Check };
+
+// The command to run, or none when the run is over: help or the version was
+// printed (status 0), or a mistake was reported on stderr (status 2).
+struct CommandLine {
+  std::optional<Command> command;
+  int status = kExitOk;
+};
+
+CommandLine parse_command_line(int argc, char** argv, Settings& settings);
+
+}  // namespace machofix::cli
