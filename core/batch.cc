@@ -35,14 +35,16 @@ class Planner {
     if (is_standard_stream(input)) return add_standard_input();
     std::error_code error;
     fs::file_status status = fs::symlink_status(input, error);
+    if (error == std::errc::no_such_file_or_directory) return walk_failure(input, "no such file or directory");
     if (error) return walk_failure(input, "cannot read: " + error.message());
     if (fs::is_directory(fs::status(input, error))) {
       std::string top = single ? "" : fs::path(input).lexically_normal().filename().string();
       if (top.empty() && !single) top = "root";
-      return add_tree(input, top);
+      plan_.directories.push_back(input);
+      return add_tree(input, top, static_cast<int>(plan_.directories.size() - 1));
     }
     std::string mirrored = mirror_ ? (fs::path(output_) / fs::path(input).filename()).string() : output_;
-    add_file(input, input, mirrored, fs::is_symlink(status), /*explicit_input=*/true);
+    add_file({input, input, mirrored, {}, "", {}, /*named=*/true, mirror_, -1}, fs::is_symlink(status));
   }
 
   BatchPlan finish() { return std::move(plan_); }
@@ -57,10 +59,10 @@ class Planner {
     if (mirror_)
       return walk_failure(kStandardStream, "standard input has no name to give it in the output directory " + output_ +
                                                ": give it alone, with -o FILE or -o -");
-    plan_.items.push_back(BatchItem{kStandardStream, kStandardStream, output_, {}, "", {}});
+    plan_.items.push_back(BatchItem{kStandardStream, kStandardStream, output_, {}, "", {}, /*named=*/true, false, -1});
   }
 
-  void add_tree(const std::string& root, const std::string& top) {
+  void add_tree(const std::string& root, const std::string& top, int directory) {
     std::vector<fs::path> entries;
     std::error_code error;
     for (fs::recursive_directory_iterator it(root, fs::directory_options::skip_permission_denied, error), end;
@@ -76,15 +78,14 @@ class Planner {
         if (error || fs::is_directory(status) || fs::is_symlink(status) != links) continue;
         fs::path relative = entry.lexically_relative(root);
         std::string mirrored = mirror_ ? (fs::path(output_) / top / relative).lexically_normal().string() : "";
-        add_file(entry.string(), entry.string(), mirrored, links, false);
+        add_file({entry.string(), entry.string(), mirrored, {}, "", {}, /*named=*/false, mirror_, directory}, links);
       }
     }
   }
 
-  void add_file(const std::string& path, const std::string& shown, const std::string& output, bool symlink,
-                bool explicit_input) {
-    BatchItem item{path, shown, output, {}, "", {}};
-    if (symlink && mirror_ && !explicit_input) {
+  void add_file(BatchItem item, bool symlink) {
+    const std::string path = item.input, shown = item.shown;
+    if (symlink && mirror_ && !item.named) {
       // Inside a mirrored tree a link stays a link; its target is processed where it lies.
       std::error_code error;
       item.symlink_text = fs::read_symlink(path, error).string();
@@ -94,7 +95,8 @@ class Planner {
     }
     struct stat info;
     if (stat(path.c_str(), &info) != 0) return walk_failure(shown, "cannot read (dangling symlink?)");
-    if (!S_ISREG(info.st_mode)) return;  // sockets, fifos, devices: nothing to do with models
+    // Sockets, fifos, devices are no models: passed over in a tree, refused when named.
+    if (!S_ISREG(info.st_mode)) return item.named ? walk_failure(shown, "not a regular file") : void();
     if (symlink) {
       std::error_code error;
       item.input = fs::canonical(path, error).string();
@@ -109,7 +111,7 @@ class Planner {
         owner.notes.push_back(shown + " names the same file (" + std::string(symlink ? "symlink" : "path") + "): processed once");
         return;
       }
-      owner.same_inode.push_back(in_place_ ? path : output);
+      owner.same_inode.push_back(in_place_ ? path : item.output);
       owner.notes.push_back("hard link " + shown + " is re-linked to the repaired file");
       return;
     }
@@ -169,6 +171,8 @@ FileReport run_item(const BatchItem& item, Operation operation, const JobOptions
   if (!item.symlink_text.empty()) return recreate_symlink(item, options.dry_run);
   JobOptions job = options;
   job.output = item.output;
+  job.skip_other_files = !item.named;
+  job.create_output_directories = item.mirrored;
   FileReport report = run_job(item.input, operation, job);
   report.path = item.shown;
   report.notes.insert(report.notes.begin(), item.notes.begin(), item.notes.end());
@@ -180,10 +184,21 @@ FileReport run_item(const BatchItem& item, Operation operation, const JobOptions
   return report;
 }
 
+// A report of a file that is a model (or holds one), whatever happened to it.
+bool is_model(const FileReport& report) {
+  if (report.status == "skipped") return false;
+  return report.kind != FileKind::Archive || !report.members.empty() || report.status == "failed";
+}
+
+bool is_directory(const std::string& path) {
+  std::error_code error;
+  return fs::is_directory(path, error);
+}
+
 }  // namespace
 
 BatchPlan plan_batch(const std::vector<std::string>& inputs, const std::string& output, bool in_place) {
-  bool single_file = inputs.size() == 1 && (is_standard_stream(inputs.front()) || !fs::is_directory(inputs.front()));
+  bool single_file = inputs.size() == 1 && (is_standard_stream(inputs.front()) || !is_directory(inputs.front()));
   if (is_standard_stream(output) && !single_file) {
     Planner refusal(output, in_place, false);
     refusal.refuse("-o -", "standard output takes one file: give one input file, not " +
@@ -191,7 +206,7 @@ BatchPlan plan_batch(const std::vector<std::string>& inputs, const std::string& 
     return refusal.finish();
   }
   // -o names the output file for one input file, unless it is an existing directory.
-  bool mirror = !output.empty() && !is_standard_stream(output) && (!single_file || fs::is_directory(output));
+  bool mirror = !output.empty() && !is_standard_stream(output) && (!single_file || is_directory(output));
   Planner planner(output, in_place, mirror);
   for (const std::string& input : inputs) planner.add_input(input, inputs.size() == 1);
   return planner.finish();
@@ -231,9 +246,29 @@ BatchSummary summarize(const std::vector<FileReport>& reports) {
     else if (report.status == "failed") ++summary.failed;
     for (const FileReport& member : report.members) summary.failed += member.status == "failed";
     summary.dylibs_removed += report.removed_count();
+    summary.dylibs_removable += report.removable_count();
     summary.bytes_written += report.bytes_written;
   }
   return summary;
+}
+
+std::vector<InputWithoutModels> inputs_without_models(const BatchPlan& plan, const std::vector<FileReport>& reports) {
+  std::vector<bool> has_model(plan.directories.size(), false);
+  std::vector<InputWithoutModels> empty;
+  // run_batch puts the walk's own reports first, then one report per item.
+  size_t first = reports.size() - plan.items.size();
+  for (size_t i = 0; i < plan.items.size(); ++i) {
+    const BatchItem& item = plan.items[i];
+    const FileReport& report = reports[first + i];
+    if (item.directory >= 0) has_model[item.directory] = has_model[item.directory] || is_model(report);
+    if (item.named && report.kind == FileKind::Archive && !is_model(report)) empty.push_back({item.shown, false});
+  }
+  for (size_t d = 0; d < plan.directories.size(); ++d) {
+    auto walked = [&](const FileReport& failure) { return failure.path == plan.directories[d]; };
+    bool unwalkable = std::any_of(plan.preliminary.begin(), plan.preliminary.end(), walked);  // already an error
+    if (!has_model[d] && !unwalkable) empty.push_back({plan.directories[d], true});
+  }
+  return empty;
 }
 
 }  // namespace machofix

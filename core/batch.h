@@ -26,11 +26,17 @@ struct BatchItem {
   std::vector<std::string> same_inode;  // hard-link names sharing this file, re-linked after it
   std::string symlink_text;  // a link inside a mirrored tree: recreated as is, not processed
   std::vector<std::string> notes;
+  // Named on the command line: a file that is not a model is an error. Found in a
+  // directory: it is skipped (and, in a mirrored tree, copied as it is).
+  bool named = false;
+  bool mirrored = false;  // `output` lies in a mirrored tree, whose directories are made
+  int directory = -1;     // found under this BatchPlan::directories entry
 };
 
 struct BatchPlan {
   std::vector<BatchItem> items;
   std::vector<FileReport> preliminary;  // what the walk itself decided (links left alone, unreadable dirs)
+  std::vector<std::string> directories;  // the inputs that are directories
 };
 
 // `output` is -o: with one plain file as input it is the output file (or, if it is an
@@ -46,9 +52,19 @@ std::vector<FileReport> run_batch(const BatchPlan& plan, Operation operation, co
 
 struct BatchSummary {
   size_t seen = 0, changed = 0, unchanged = 0, skipped = 0, failed = 0;
-  size_t dylibs_removed = 0;
+  size_t dylibs_removed = 0;    // from the files written
+  size_t dylibs_removable = 0;  // what prune removes (or removed)
   uint64_t bytes_written = 0;
 };
 BatchSummary summarize(const std::vector<FileReport>& reports);
+
+// Inputs that held no model: a directory under which no file is one, or an archive
+// named on the command line none of whose members is one. `reports` is what
+// run_batch returned for `plan`.
+struct InputWithoutModels {
+  std::string path;
+  bool directory = false;  // else an archive
+};
+std::vector<InputWithoutModels> inputs_without_models(const BatchPlan& plan, const std::vector<FileReport>& reports);
 
 }  // namespace machofix

@@ -25,7 +25,7 @@ void check_macho(const MachOReport& macho, const std::string& file, const std::s
                  const CheckOptions& options, std::vector<Finding>& findings) {
   for (const SliceReport& slice : macho.slices) {
     for (const DylibReport& dylib : slice.dylibs) {
-      if (dylib.removed)
+      if (dylib.removable)
         findings.push_back({file, blob, slice.arch, dylib.install_name, "unused-dependency",
                             "depends on " + dylib.install_name + ", which supplies no symbol; `machofix prune` removes it"});
       if (!allowed(dylib.install_name, options))

@@ -153,8 +153,9 @@ void MappedFile::open_standard_input() {
 std::string MappedFile::reopen_path() const { return is_standard_stream(path_) ? descriptor_path(fd_) : path_; }
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
+  // O_NONBLOCK: opening a fifo would otherwise wait for a writer; it is refused below.
   if (is_standard_stream(path)) open_standard_input();
-  else fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  else fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd_ < 0) system_error("cannot open", path);
   struct stat info;
   if (fstat(fd_, &info) != 0) system_error("cannot stat", path);
@@ -177,6 +178,19 @@ MappedFile::~MappedFile() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+void require_output_directory(const std::string& target) {
+  std::string directory = directory_of(target);
+  struct stat info;
+  bool found = stat(directory.c_str(), &info) == 0;
+  if (found && S_ISDIR(info.st_mode)) return;
+  std::string problem = found || errno == ENOTDIR ? " is not a directory"
+                        : errno == ENOENT        ? " does not exist"
+                                                 : std::string(": ") + std::strerror(errno);
+  Error error("cannot create the output: " + directory + problem);
+  error.in_file(target);
+  throw error;
+}
+
 AtomicOutput::AtomicOutput(const std::string& target, mode_t mode, bool durable)
     : target_(target), mode_(mode), durable_(durable) {
   if (is_standard_stream(target)) {
@@ -185,6 +199,7 @@ AtomicOutput::AtomicOutput(const std::string& target, mode_t mode, bool durable)
     temp_path_ = descriptor_path(fd_);
     return;
   }
+  require_output_directory(target);
   remove_stale_temporaries(target);
   std::string pattern = directory_of(target) + "/" + temp_prefix(target) + std::to_string(getpid()) + "-XXXXXX";
   std::vector<char> name(pattern.begin(), pattern.end());

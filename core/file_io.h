@@ -55,7 +55,8 @@ class MappedFile {
 
 class AtomicOutput {
  public:
-  // Creates the temporary file beside `target`; `mode` is applied at commit.
+  // Creates the temporary file beside `target` (whose directory must exist);
+  // `mode` is applied at commit.
   // `durable`: flush the data and the rename to disk at commit. That is what keeps
   // an original that is replaced in place safe across a power loss; a new file
   // beside an untouched original (-o) does not need it, no more than `cp` does.
@@ -103,6 +104,10 @@ class AtomicOutput {
   bool copy_whole_file(int in_fd, uint64_t length);
   bool holds_clone_of(int in_fd, uint64_t in_offset, uint64_t out_offset, uint64_t length) const;
 };
+
+// Like cp: an output file goes into a directory that exists. Throws an Error naming
+// `target` ("cannot create the output: DIR does not exist") otherwise.
+void require_output_directory(const std::string& target);
 
 void write_file_atomically(const std::string& target, const std::vector<uint8_t>& data, mode_t mode, bool durable = true);
 

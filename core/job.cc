@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "core/archive.h"
+#include "core/fat.h"
 #include "core/file_io.h"
 #include "core/lief_check.h"
 #include "core/macho.h"
@@ -40,15 +41,42 @@ FileKind detect_kind(const Bytes& bytes) {
   return FileKind::Other;
 }
 
+namespace {
+
+// Calls visit(macho) for every Mach-O image the report covers: the file's, its
+// blobs', its members'.
+template <typename Report, typename Visit>
+void each_macho(Report& report, Visit&& visit) {
+  if (report.macho) visit(*report.macho);
+  if (report.pte)
+    for (auto& blob : report.pte->blobs) visit(blob.macho);
+  for (auto& member : report.members) each_macho(member, visit);
+}
+
+}  // namespace
+
 size_t FileReport::removed_count() const {
-  size_t count = macho ? macho->removed_count() : 0;
-  if (pte)
-    for (const BlobReport& blob : pte->blobs) count += blob.macho.removed_count();
-  for (const FileReport& member : members) count += member.removed_count();
+  size_t count = 0;
+  each_macho(*this, [&](const MachOReport& macho) { count += macho.removed_count(); });
+  return count;
+}
+
+size_t FileReport::removable_count() const {
+  size_t count = 0;
+  each_macho(*this, [&](const MachOReport& macho) { count += macho.removable_count(); });
   return count;
 }
 
 namespace {
+
+// Nothing was written (a dry run, a failure): what prune would remove stays in the
+// report as removable, but nothing was removed.
+void forget_removals(FileReport& report) {
+  each_macho(report, [](MachOReport& macho) {
+    for (SliceReport& slice : macho.slices)
+      for (DylibReport& dylib : slice.dylibs) dylib.removed = false;
+  });
+}
 
 std::string base_name(const std::string& path) {
   size_t slash = path.rfind('/');
@@ -61,15 +89,24 @@ std::string resolved(const std::string& path) {
   return realpath(path.c_str(), buffer) ? std::string(buffer) : path;
 }
 
-// Where the result goes: the -o path (its directories created), the input itself in
-// place, or nowhere.
+// A single output file goes into a directory that exists, as with cp (the
+// directories of a mirrored tree are made): checked before the work, once the
+// file has been judged (a refusal comes first, whatever the output).
+void check_output_directory(const JobOptions& options) {
+  if (options.output.empty() || options.in_place || options.dry_run || options.create_output_directories) return;
+  require_output_directory(options.output);
+}
+
+// Where the result goes: the -o path (in a mirrored tree, its directories made), the
+// input itself in place, or nowhere.
 std::string output_target(const MappedFile& input, const JobOptions& options) {
   if (options.dry_run) return "";
   if (options.in_place && is_standard_stream(input.path())) fail("standard input cannot be replaced in place: use -o");
   if (options.in_place) return resolved(input.path());
   if (options.output.empty() || is_standard_stream(options.output)) return options.output;
   std::error_code error;
-  std::filesystem::create_directories(std::filesystem::path(options.output).parent_path(), error);
+  if (options.create_output_directories)
+    std::filesystem::create_directories(std::filesystem::path(options.output).parent_path(), error);
   return options.output;
 }
 
@@ -126,6 +163,7 @@ void run_macho(const MappedFile& input, Operation operation, const JobOptions& o
   }
   // Every decision that refuses the file is taken here, before any rewriting work.
   MachORewrite rewrite(input.bytes(), repair, rewrite_kind(operation));
+  check_output_directory(options);
   // A pruned file is re-read by LIEF: load it while this one is pruned.
   std::optional<LiefPreload> preload;
   if (operation == Operation::Prune) preload.emplace();
@@ -172,6 +210,7 @@ void copy_unchanged(const MappedFile& input, const JobOptions& options, FileRepo
 // Archives of models: each member that is a model goes through run_job on its own
 // temporary file (in place); the archive module copies every other member as it is.
 void run_archive(const MappedFile& input, Operation operation, const JobOptions& options, FileReport& report) {
+  check_output_directory(options);  // the members are fixed in a directory beside the output
   JobOptions member_options = options;
   member_options.output.clear();
   member_options.in_place = true;
@@ -212,13 +251,48 @@ void run_archive(const MappedFile& input, Operation operation, const JobOptions&
   for (const MemberFailure& failure : result.failures) report.notes.push_back(failure.member + ": not processed: " + failure.error);
 }
 
+// Why a file is not a model, for the error when it was named.
+std::string not_a_model(const MappedFile& input, FileKind kind) {
+  if (input.size() == 0) return "empty file";
+  return std::string("not a Mach-O, .pte or .ptd file (it looks like ") + (kind == FileKind::Elf ? "an ELF file" : "something else") + ")";
+}
+
 void run_other(const MappedFile& input, const JobOptions& options, FileReport& report) {
-  std::string what = report.kind == FileKind::Elf ? "an ELF file" : "something else";
   // Only files found among others are skipped; standard input is always named on purpose.
-  if (!options.skip_other_files || is_standard_stream(input.path()))
-    fail("not a Mach-O, .pte or .ptd file (it looks like " + what + ")");
+  if (!options.skip_other_files || is_standard_stream(input.path())) fail(not_a_model(input, report.kind));
   report.status = "skipped";
   copy_unchanged(input, options, report, "not a model: copied unchanged");
+}
+
+// The type of a Mach-O file that is not a dylib, bundle or executable (an object
+// file, a dSYM...), when every slice has that type; nullopt otherwise, and for
+// headers the parser is to judge.
+std::optional<uint32_t> unsupported_filetype(const Bytes& bytes, FileKind kind) {
+  if (kind == FileKind::MachO) {
+    std::optional<uint32_t> filetype = header_filetype(bytes);
+    return filetype && !rewritable_filetype(*filetype) ? filetype : std::nullopt;
+  }
+  std::optional<uint32_t> common;
+  try {
+    for (const FatSlice& slice : parse_universal(bytes).slices) {
+      std::optional<uint32_t> filetype = header_filetype(bytes.sub(slice.offset, slice.size, "universal slice"));
+      if (!filetype || rewritable_filetype(*filetype) || (common && *common != *filetype)) return std::nullopt;
+      common = filetype;
+    }
+  } catch (const Error&) {
+    return std::nullopt;  // prune and inspect report what is wrong with the header
+  }
+  return common;
+}
+
+// Named on the command line, such a file is an error; found in a directory, it is
+// passed over with a note (and copied into a mirrored tree).
+void run_unsupported(const MappedFile& input, uint32_t filetype, const JobOptions& options, FileReport& report) {
+  std::string what = "a " + filetype_description(filetype) + ", not a dylib, bundle or executable";
+  if (!options.skip_other_files) fail(what + ": machofix does not handle it");
+  report.status = "skipped";
+  report.skipped_because = what;
+  copy_unchanged(input, options, report, "not handled: copied unchanged");
 }
 
 }  // namespace
@@ -233,7 +307,10 @@ FileReport run_job(const std::string& path, Operation operation, const JobOption
     switch (report.kind) {
       case FileKind::MachO:
       case FileKind::Universal:
-        run_macho(input, operation, options, report);
+        if (std::optional<uint32_t> filetype = unsupported_filetype(input.bytes(), report.kind))
+          run_unsupported(input, *filetype, options, report);
+        else
+          run_macho(input, operation, options, report);
         break;
       case FileKind::Pte:
       case FileKind::Ptd:
@@ -253,6 +330,7 @@ FileReport run_job(const std::string& path, Operation operation, const JobOption
     report.status = "failed";
     report.error = path + ": out of memory";
   }
+  if (options.dry_run || report.status == "failed") forget_removals(report);
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
 }

@@ -24,9 +24,13 @@ struct JobOptions {
   bool in_place = false;
   bool dry_run = false;
   std::string backup_suffix;  // in place: keep the original under name + suffix
-  // Batch mode: files that are not models are skipped (and, with an output path,
-  // copied unchanged so a mirrored tree is complete) instead of being errors.
+  // Files found in a directory: files that are not models (or Mach-O files of a type
+  // machofix does not rewrite) are skipped (and, with an output path, copied unchanged
+  // so a mirrored tree is complete) instead of being errors.
   bool skip_other_files = false;
+  // The output lies in a mirrored tree: its directories are made. A single output
+  // file's directory must exist, as for cp.
+  bool create_output_directories = false;
 };
 
 struct FileReport {
@@ -38,6 +42,7 @@ struct FileReport {
   // "failed" by a decision (an invalid input signature, an identity signature
   // without --adhoc; Error::refusal()), not because the file could not be read
   bool refused = false;
+  std::string skipped_because;  // for "skipped" Mach-O files of another type: what the file is
   std::vector<std::string> notes;  // links, backups, copies: what was done besides
   std::optional<MachOReport> macho;
   std::optional<PteReport> pte;
@@ -45,7 +50,8 @@ struct FileReport {
   uint64_t bytes_written = 0;
   double seconds = 0;
 
-  size_t removed_count() const;  // dylib commands removed (or removable, in a dry run)
+  size_t removed_count() const;    // dylib commands removed from the file written
+  size_t removable_count() const;  // dylib commands prune removes (or removed)
 };
 
 FileReport run_job(const std::string& path, Operation operation, const JobOptions& options);

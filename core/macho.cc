@@ -45,6 +45,35 @@ std::string MachO::filetype_name() const {
   return "filetype " + std::to_string(filetype);
 }
 
+bool rewritable_filetype(uint32_t filetype) {
+  return filetype == MH_EXECUTE || filetype == MH_DYLIB || filetype == MH_BUNDLE;
+}
+
+std::string filetype_description(uint32_t filetype) {
+  switch (filetype) {
+    case MH_OBJECT: return "Mach-O object file (MH_OBJECT)";
+    case MH_EXECUTE: return "Mach-O executable (MH_EXECUTE)";
+    case MH_FVMLIB: return "Mach-O fixed VM shared library (MH_FVMLIB)";
+    case MH_CORE: return "Mach-O core file (MH_CORE)";
+    case MH_PRELOAD: return "Mach-O preloaded executable (MH_PRELOAD)";
+    case MH_DYLIB: return "Mach-O dylib (MH_DYLIB)";
+    case MH_DYLINKER: return "Mach-O dynamic linker (MH_DYLINKER)";
+    case MH_BUNDLE: return "Mach-O bundle (MH_BUNDLE)";
+    case MH_DYLIB_STUB: return "Mach-O dylib stub (MH_DYLIB_STUB)";
+    case MH_DSYM: return "dSYM debug-symbols file (MH_DSYM)";
+    case MH_KEXT_BUNDLE: return "kernel extension (MH_KEXT_BUNDLE)";
+    case MH_FILESET: return "Mach-O fileset, e.g. a kernel collection (MH_FILESET)";
+    case MH_GPU_EXECUTE: return "GPU program (MH_GPU_EXECUTE)";
+    case MH_GPU_DYLIB: return "GPU library (MH_GPU_DYLIB)";
+  }
+  return "Mach-O file of unknown type " + std::to_string(filetype);
+}
+
+std::optional<uint32_t> header_filetype(const Bytes& slice) {
+  if (slice.size() < kHeaderSize64 || slice.u32(0) != MH_MAGIC_64) return std::nullopt;
+  return slice.u32(12);
+}
+
 const Segment* MachO::segment(const std::string& name) const {
   for (const Segment& segment : segments)
     if (segment.name == name) return &segment;
@@ -118,9 +147,8 @@ class Reader {
     image_.ncmds = bytes_.u32(16);
     image_.sizeofcmds = bytes_.u32(20);
     image_.flags = bytes_.u32(24);
-    if (image_.filetype != MH_DYLIB && image_.filetype != MH_BUNDLE && image_.filetype != MH_EXECUTE)
-      bytes_.fail_here(12, "Mach-O file type " + std::to_string(image_.filetype) +
-                               " is not supported (only dylibs, bundles and executables)");
+    if (!rewritable_filetype(image_.filetype))
+      bytes_.fail_here(12, "a " + filetype_description(image_.filetype) + " is not supported (only dylibs, bundles and executables)");
     if (!fits(kHeaderSize64, image_.sizeofcmds, bytes_.size()))
       bytes_.fail_here(20, "sizeofcmds " + std::to_string(image_.sizeofcmds) + " runs past the end of the file");
     if (image_.ncmds > image_.sizeofcmds / 8)

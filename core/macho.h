@@ -111,6 +111,14 @@ MachO parse_macho(const Bytes& bytes);
 bool looks_like_thin_macho(const Bytes& bytes);
 bool looks_like_universal(const Bytes& bytes);
 
+// Mach-O file types. machofix rewrites linked images that load dylibs: dylibs,
+// bundles and executables; object files, dSYMs, core files, kexts, filesets and
+// the rest are what the description names, e.g. "Mach-O object file (MH_OBJECT)".
+bool rewritable_filetype(uint32_t filetype);
+std::string filetype_description(uint32_t filetype);
+// The file type in the header of a 64-bit little-endian Mach-O slice, if it has one.
+std::optional<uint32_t> header_filetype(const Bytes& slice);
+
 std::string cpu_name(uint32_t cputype, uint32_t cpusubtype);
 
 }  // namespace machofix

@@ -14,9 +14,20 @@ constexpr uint32_t FAT_MAGIC = 0xcafebabe;     // as read big-endian
 constexpr uint32_t FAT_MAGIC_64 = 0xcafebabf;  // as read big-endian
 constexpr uint64_t kHeaderSize64 = 32;
 
+constexpr uint32_t MH_OBJECT = 0x1;
 constexpr uint32_t MH_EXECUTE = 0x2;
+constexpr uint32_t MH_FVMLIB = 0x3;
+constexpr uint32_t MH_CORE = 0x4;
+constexpr uint32_t MH_PRELOAD = 0x5;
 constexpr uint32_t MH_DYLIB = 0x6;
+constexpr uint32_t MH_DYLINKER = 0x7;
 constexpr uint32_t MH_BUNDLE = 0x8;
+constexpr uint32_t MH_DYLIB_STUB = 0x9;
+constexpr uint32_t MH_DSYM = 0xa;
+constexpr uint32_t MH_KEXT_BUNDLE = 0xb;
+constexpr uint32_t MH_FILESET = 0xc;
+constexpr uint32_t MH_GPU_EXECUTE = 0xd;
+constexpr uint32_t MH_GPU_DYLIB = 0xe;
 
 constexpr uint32_t MH_TWOLEVEL = 0x80;
 

@@ -17,6 +17,13 @@ size_t MachOReport::removed_count() const {
   return count;
 }
 
+size_t MachOReport::removable_count() const {
+  size_t count = 0;
+  for (const SliceReport& slice : slices)
+    for (const DylibReport& dylib : slice.dylibs) count += dylib.removable;
+  return count;
+}
+
 namespace {
 
 // A slice's input signature, read and verified once: prune and sign decide from it
@@ -84,7 +91,7 @@ SliceReport describe_slice(const MachO& image, const SliceAnalysis& analysis, co
     dylib.symbols = use.symbols;
     for (ImportSource source : use.sources) dylib.sources.push_back(import_source_name(source));
     if (i < plan.decisions.size()) {  // `sign` describes the dylibs without a plan
-      dylib.removed = plan.decisions[i].remove;
+      dylib.removable = plan.decisions[i].remove;
       dylib.reason = plan.decisions[i].reason;
     }
     report.dylibs.push_back(std::move(dylib));
@@ -232,6 +239,8 @@ SliceJob rewrite_slice(JudgedSlice& judged, const RepairOptions& options) {
   job.bytes = update_signature(judged, std::move(job.bytes), options, job.report);
   job.report.changed = judged.prunes || job.bytes.size() != judged.bytes.size() ||
                        std::memcmp(job.bytes.data(), judged.bytes.data(), job.bytes.size()) != 0;
+  if (judged.prunes)
+    for (DylibReport& dylib : job.report.dylibs) dylib.removed = dylib.removable;
   return job;
 }
 

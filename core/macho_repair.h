@@ -24,7 +24,8 @@ struct DylibReport {
   std::string kind;  // load, weak, reexport, upward
   std::vector<std::string> symbols;  // every symbol it supplies, sorted
   std::vector<std::string> sources;  // symtab, bind, lazy-bind, chained-fixups, reexport
-  bool removed = false;              // removed (or, in a dry run / inspect, removable)
+  bool removable = false;  // prune's plan removes it (inspect and dry runs report the plan)
+  bool removed = false;    // removed from the rewritten file
   std::string reason;
 };
 
@@ -63,6 +64,7 @@ struct MachOReport {
   std::vector<SliceReport> slices;
   bool changed = false;
   size_t removed_count() const;
+  size_t removable_count() const;
 };
 
 struct RepairOptions {

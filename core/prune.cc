@@ -94,7 +94,7 @@ PrunePlan plan_prune(const MachO& image, const SliceAnalysis& analysis, const Pr
     } else {
       decision.reason = reason_to_keep(use, options);
       decision.remove = decision.reason.empty();
-      if (decision.remove) decision.reason = "supplies no symbol: removed";
+      if (decision.remove) decision.reason = "supplies no symbol: prune removes it";
     }
     plan.decisions.push_back(decision);
   }

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <iostream>
 
-#include "core/file_io.h"
 #include "core/lief_check.h"
 #include "tool/help.h"
 #include "tool/suggest.h"
@@ -17,14 +16,10 @@ namespace {
 
 // --- options shared by several commands -------------------------------------------
 
-// An existing path, or "-" for standard input.
-const CLI::Validator kPathOrStandardInput(
-    [](std::string& path) { return is_standard_stream(path) ? std::string() : CLI::ExistingPath(path); }, "PATH");
-
 void add_paths(CLI::App* command, Settings& settings, const char* what) {
-  command->add_option("PATH", settings.paths, std::string(what) + "; - reads one from standard input")
-      ->required()
-      ->check(kPathOrStandardInput);
+  // A path that does not exist is an error of that path alone (core/batch.cc), not
+  // of the command line: the other inputs are still processed.
+  command->add_option("PATH", settings.paths, std::string(what) + "; - reads one from standard input")->required();
 }
 
 void add_json(CLI::App* command, Settings& settings) {

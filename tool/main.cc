@@ -38,30 +38,58 @@ bool emit_json(const Settings& settings, const std::string& command, const std::
   return static_cast<bool>(out);
 }
 
-std::vector<FileReport> run_all(const Settings& settings, Operation operation, bool batch_mode) {
-  JobOptions job = settings.job;
-  job.skip_other_files = batch_mode;
-  BatchPlan plan = plan_batch(settings.paths, job.output, job.in_place);
-  ProgressBar bar(!settings.quiet && !json_to_stdout(settings) && plan.items.size() > 1);
-  std::vector<FileReport> reports = run_batch(plan, operation, job, settings.jobs,
-                                              [&](size_t done, size_t total, const FileReport& latest) { bar.update(done, total, latest); });
-  bar.finish();
-  for (const FileReport& report : reports)
+// What a run over the inputs gave: one report per file, and whether some input (a
+// directory, an archive) held no model at all.
+struct Outcome {
+  std::vector<FileReport> reports;
+  bool input_without_models = false;
+  int status(bool written) const { return summarize(reports).failed || !written ? kExitError : kExitOk; }
+};
+
+// Errors of the files that failed, notes of the files passed over for their type.
+void print_problems(const std::vector<FileReport>& reports) {
+  for (const FileReport& report : reports) {
     if (report.status == "failed") spdlog::error("{}", report.error);
-  return reports;
+    if (!report.skipped_because.empty()) spdlog::info("{}: skipped: {}", report.path, report.skipped_because);
+  }
 }
 
+// An input that held no model: for the gates (check, verify: `gate`) an error, since
+// a gate that checked nothing must not pass; for the others a warning.
+bool print_inputs_without_models(const BatchPlan& plan, const std::vector<FileReport>& reports, bool gate) {
+  std::vector<InputWithoutModels> inputs = inputs_without_models(plan, reports);
+  for (const InputWithoutModels& input : inputs) {
+    std::string text = std::string(input.directory ? "no models found under " : "no models found in ") + input.path;
+    if (gate) spdlog::error("{}", text);
+    else spdlog::warn("{}", text);
+  }
+  return !inputs.empty();
+}
+
+Outcome run_all(const Settings& settings, Operation operation, bool gate = false) {
+  BatchPlan plan = plan_batch(settings.paths, settings.job.output, settings.job.in_place);
+  ProgressBar bar(!settings.quiet && !json_to_stdout(settings) && plan.items.size() > 1);
+  Outcome outcome;
+  outcome.reports = run_batch(plan, operation, settings.job, settings.jobs,
+                              [&](size_t done, size_t total, const FileReport& latest) { bar.update(done, total, latest); });
+  bar.finish();
+  print_problems(outcome.reports);
+  outcome.input_without_models = print_inputs_without_models(plan, outcome.reports, gate);
+  return outcome;
+}
+
+// Several inputs or a directory: a line per file and a summary rather than full reports.
 bool batch_mode(const Settings& settings) {
-  return settings.paths.size() > 1 || std::filesystem::is_directory(settings.paths.front());
+  std::error_code error;
+  return settings.paths.size() > 1 || std::filesystem::is_directory(settings.paths.front(), error);
 }
 
 int run_inspect(const Settings& settings) {
-  std::vector<FileReport> reports = run_all(settings, Operation::Inspect, batch_mode(settings));
+  Outcome outcome = run_all(settings, Operation::Inspect);
   if (!json_to_stdout(settings))
-    for (const FileReport& report : reports)
+    for (const FileReport& report : outcome.reports)
       if (report.status != "skipped") std::cout << text_report(report, true);
-  bool written = emit_json(settings, "inspect", reports, nullptr);
-  return summarize(reports).failed || !written ? kExitError : kExitOk;
+  return outcome.status(emit_json(settings, "inspect", outcome.reports, nullptr));
 }
 
 // -o -: standard output carries the output alone, so the report goes to stderr; false
@@ -97,20 +125,19 @@ int run_rewrite(const Settings& settings, Operation operation, const char* comma
   if (!stdout_usable(settings)) return kExitError;
   std::ostream& text = output_to_stdout(settings) ? std::cerr : std::cout;
   bool batch = batch_mode(settings);
-  std::vector<FileReport> reports = run_all(settings, operation, batch);
+  Outcome outcome = run_all(settings, operation);
   if (!json_to_stdout(settings) && !settings.quiet) {
-    for (const FileReport& report : reports)
+    for (const FileReport& report : outcome.reports)
       text << (batch && settings.verbosity == 0 ? short_report(report) : text_report(report, false));
-    if (batch) text << summary_line(summarize(reports), job.dry_run) << "\n";
+    if (batch) text << summary_line(summarize(outcome.reports), job.dry_run) << "\n";
   }
-  bool written = emit_json(settings, command, reports, nullptr);
-  return summarize(reports).failed || !written ? kExitError : kExitOk;
+  return outcome.status(emit_json(settings, command, outcome.reports, nullptr));
 }
 
 int run_verify(const Settings& settings) {
-  std::vector<FileReport> reports = run_all(settings, Operation::Inspect, batch_mode(settings));
+  Outcome outcome = run_all(settings, Operation::Inspect, /*gate=*/true);
   bool invalid = false;
-  for (const FileReport& report : reports) {
+  for (const FileReport& report : outcome.reports) {
     if (report.status == "failed" || report.status == "skipped") continue;
     std::vector<std::string> failures = verify_failures(report);
     invalid |= !failures.empty();
@@ -120,24 +147,24 @@ int run_verify(const Settings& settings) {
     if (settings.verbosity > 0)
       for (const std::string& note : verify_notes(report)) std::cout << "  note: " << note << "\n";
   }
-  bool written = emit_json(settings, "verify", reports, nullptr);
-  if (summarize(reports).failed || !written) return kExitError;
+  bool written = emit_json(settings, "verify", outcome.reports, nullptr);
+  if (outcome.status(written) != kExitOk || outcome.input_without_models) return kExitError;
   return invalid ? kExitFindings : kExitOk;
 }
 
 int run_check(const Settings& settings) {
-  std::vector<FileReport> reports = run_all(settings, Operation::Inspect, true);
+  Outcome outcome = run_all(settings, Operation::Inspect, /*gate=*/true);
   std::vector<Finding> findings;
-  for (const FileReport& report : reports) {
+  for (const FileReport& report : outcome.reports) {
     std::vector<Finding> found = check_findings(report, settings.check);
     findings.insert(findings.end(), found.begin(), found.end());
   }
   if (!json_to_stdout(settings)) {
     for (const Finding& finding : findings) std::cout << finding_line(finding) << "\n";
-    if (!settings.quiet) std::cout << check_summary(reports, findings) << "\n";
+    if (!settings.quiet) std::cout << check_summary(outcome.reports, findings) << "\n";
   }
-  bool written = emit_json(settings, "check", reports, &findings);
-  if (summarize(reports).failed || !written) return kExitError;
+  bool written = emit_json(settings, "check", outcome.reports, &findings);
+  if (outcome.status(written) != kExitOk || outcome.input_without_models) return kExitError;
   return findings.empty() ? kExitOk : kExitFindings;
 }
 

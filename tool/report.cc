@@ -50,7 +50,8 @@ void slice_text(std::ostringstream& out, const SliceReport& slice, bool inspect,
     char head[48];
     std::snprintf(head, sizeof head, "  %3d %-8s ", dylib.ordinal, dylib.kind.c_str());
     out << indent << head << dylib.install_name << "\n" << indent << "        " << symbol_summary(dylib);
-    if (dylib.removed) out << (inspect ? " -> unused: prune removes it" : " -> removed");
+    if (dylib.removed) out << " -> removed";
+    else if (dylib.removable) out << (inspect ? " -> unused: prune removes it" : " -> unused: would be removed");
     else if (!dylib.reason.empty() && dylib.symbols.empty()) out << " -> " << dylib.reason;
     out << "\n";
   }
@@ -111,7 +112,10 @@ std::string text_report(const FileReport& report, bool inspect) {
 std::string short_report(const FileReport& report) {
   if (report.status == "failed") return "";
   std::string line = report.path + ": " + report.status;
-  if (size_t removed = report.removed_count()) line += ", " + std::to_string(removed) + " dylib" + (removed == 1 ? "" : "s") + " removed";
+  size_t removed = report.removed_count(), removable = report.removable_count();
+  auto dylibs = [](size_t count) { return std::to_string(count) + " dylib" + (count == 1 ? "" : "s"); };
+  if (removed) line += ", " + dylibs(removed) + " removed";
+  else if (removable && report.status == "would change") line += ", " + dylibs(removable) + " removable";
   for (const std::string& note : report.notes) line += "; " + note;
   return line + "\n";
 }
@@ -119,8 +123,9 @@ std::string short_report(const FileReport& report) {
 std::string summary_line(const BatchSummary& summary, bool dry_run) {
   std::ostringstream line;
   line << summary.seen << " files: " << summary.changed << (dry_run ? " would change, " : " changed, ") << summary.unchanged
-       << " unchanged, " << summary.skipped << " skipped, " << summary.failed << " failed; " << summary.dylibs_removed
-       << (dry_run ? " dylibs removable; " : " dylibs removed; ") << summary.bytes_written << " bytes written";
+       << " unchanged, " << summary.skipped << " skipped, " << summary.failed << " failed; "
+       << (dry_run ? summary.dylibs_removable : summary.dylibs_removed) << (dry_run ? " dylibs removable; " : " dylibs removed; ")
+       << summary.bytes_written << " bytes written";
   return line.str();
 }
 
@@ -167,6 +172,7 @@ void json_dylib(Json& json, const DylibReport& dylib) {
                                   dylib.symbols.begin() + std::min(kJsonSymbolSample, dylib.symbols.size()));
   json.key("symbols").strings(sample);
   json.key("sources").strings(dylib.sources);
+  json.field("removable", dylib.removable);
   json.field("removed", dylib.removed);
   json.field("reason", dylib.reason);
   json.end_object();
@@ -276,8 +282,10 @@ void json_file(Json& json, const FileReport& report) {
   json.field("status", report.status);
   if (!report.error.empty()) json.field("error", report.error);
   if (report.refused) json.field("refused", true);
+  if (!report.skipped_because.empty()) json.field("skipped_because", report.skipped_because);
   json.key("notes").strings(report.notes);
   json.field("dylibs_removed", static_cast<uint64_t>(report.removed_count()));
+  json.field("dylibs_removable", static_cast<uint64_t>(report.removable_count()));
   json.field("bytes_written", report.bytes_written);
   json.field("seconds", report.seconds);
   if (report.macho) {
@@ -304,6 +312,7 @@ void json_summary(Json& json, const BatchSummary& summary) {
   json.field("skipped", static_cast<uint64_t>(summary.skipped));
   json.field("failed", static_cast<uint64_t>(summary.failed));
   json.field("dylibs_removed", static_cast<uint64_t>(summary.dylibs_removed));
+  json.field("dylibs_removable", static_cast<uint64_t>(summary.dylibs_removable));
   json.field("bytes_written", summary.bytes_written);
   json.end_object();
 }

@@ -35,7 +35,8 @@ class DylibReport:
     symbol_count: int
     symbols: List[str]  # the first 16
     sources: List[str]  # where the symbols were found
-    removed: bool
+    removable: bool  # prune removes it (with the same --keep/--only)
+    removed: bool  # removed from the file written (never in inspect, check, verify or a dry run)
     reason: str
 
 
@@ -125,10 +126,12 @@ class FileReport:
     kind: FileKind
     status: FileStatus
     notes: List[str]
-    dylibs_removed: int
+    dylibs_removed: int  # from the file written
+    dylibs_removable: int  # what prune removes (or removed)
     bytes_written: int
     seconds: float
     error: Optional[str] = None  # status "failed": file, part, byte offset and problem
+    skipped_because: Optional[str] = None  # status "skipped": a Mach-O file of another type, e.g. an object file
     refused: bool = False  # "failed" by a decision (an invalid input signature, an identity one), not bad input
     macho: Optional[MachOReport] = None  # Mach-O files
     pte: Optional[PteReport] = None  # .pte and .ptd files
@@ -143,6 +146,7 @@ class Summary:
     skipped: int
     failed: int
     dylibs_removed: int
+    dylibs_removable: int
     bytes_written: int
 
 

@@ -9,8 +9,11 @@ Usage: test_cli.py MACHOFIX PTE_WRITER FIXTURE_DIR WORK_DIR
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
+import tempfile
+import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -31,6 +34,104 @@ def run(*args, **kwargs):
 
 def describe(result):
     return f"exit {result.returncode}, stdout {result.stdout[-300:]!r}, stderr {result.stderr[-600:]!r}"
+
+
+def sha256(path):
+    import hashlib
+    with open(path, "rb") as handle:
+        return hashlib.sha256(handle.read()).hexdigest()
+
+
+def write(path, data):
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "wb") as handle:
+        handle.write(data)
+    return path
+
+
+# What each command needs besides its paths, and how to see that a good input was
+# processed: (extra arguments, check(result, good_path, scratch)).
+def processed_inspect(result, good, scratch):
+    return f"{good}: mach-o" in result.stdout
+
+
+def processed_verify(result, good, scratch):
+    return f"{good}: valid" in result.stdout
+
+
+def processed_check(result, good, scratch):
+    return f"{good}: arm64: error: depends on /opt/llvm-openmp/lib/libomp.dylib" in result.stdout
+
+
+def processed_dry_run(result, good, scratch):
+    return f"{good}: would change, 1 dylib removable" in result.stdout
+
+
+def processed_into(result, good, scratch):
+    return os.path.exists(os.path.join(scratch, "out", os.path.basename(good)))
+
+
+RUNS = {
+    "inspect": ([], processed_inspect),
+    "prune --dry-run": (["--dry-run"], processed_dry_run),
+    "prune -o": (["-o", "out"], processed_into),
+    "prune --in-place": (["--in-place"], None),  # checked by the file's hash
+    "sign -o": (["-o", "out"], processed_into),
+    "verify": ([], processed_verify),
+    "check": ([], processed_check),
+}
+
+
+def run_in(scratch, machofix, name, paths, **kwargs):
+    extra, _ = RUNS[name]
+    return run(machofix, name.split()[0], *paths, *extra, cwd=scratch, **kwargs)
+
+
+# --- inputs -----------------------------------------------------------------------
+
+class Inputs:
+    """Files every check copies from: a dylib with an unused libomp (linked by the
+    fixture script), a .pte wrapping it, a real object file and dSYM from clang-16 /
+    ld64.lld-16 / dsymutil-16, a universal object file, headers of other file types."""
+
+    def __init__(self, pte_writer, fixtures, work):
+        self.dir = os.path.join(work, "inputs")
+        os.makedirs(self.dir)
+        self.dylib = os.path.join(fixtures, "aoti_metal_arm64_dyldinfo.in")
+        self.pte = os.path.join(self.dir, "model.pte")
+        subprocess.run([pte_writer, "wrap", self.dylib, self.pte], check=True)
+        self.object = self.compile("arm64", "-c")
+        self.universal_object = os.path.join(self.dir, "universal.o")
+        subprocess.run(["llvm-lipo-16", "-create", self.object, self.compile("x86_64", "-c"), "-output",
+                        self.universal_object], check=True)
+        self.dsym = self.make_dsym()
+
+    def compile(self, arch, *flags):
+        source = write(os.path.join(self.dir, "unit.c"), b"int answer(void) { return 42; }\nint main(void) { return 0; }\n")
+        out = os.path.join(self.dir, f"unit_{arch}.o")
+        subprocess.run(["clang-16", "-target", f"{arch}-apple-macos11", "-g", *flags, source, "-o", out], check=True)
+        return out
+
+    def make_dsym(self):
+        exe = os.path.join(self.dir, "tool")
+        subprocess.run(["ld64.lld-16", "-arch", "arm64", "-platform_version", "macos", "11.0", "11.0", "-o", exe,
+                        self.object, os.path.join(ROOT, "tests", "fixtures", "tbd", "libSystem.tbd")], check=True)
+        subprocess.run(["dsymutil-16", exe, "-o", exe + ".dSYM"], check=True)
+        return exe + ".dSYM"
+
+    def with_filetype(self, name, filetype):
+        """A copy of the dylib whose header says another file type (MH_CORE, ...)."""
+        with open(self.dylib, "rb") as handle:
+            data = bytearray(handle.read())
+        data[12:16] = filetype.to_bytes(4, "little")
+        return write(os.path.join(self.dir, name), bytes(data))
+
+
+def scratch_dir(work, name):
+    path = os.path.join(work, name)
+    shutil.rmtree(path, ignore_errors=True)
+    os.makedirs(path)
+    return path
 
 
 # --- mistakes and help ------------------------------------------------------------
@@ -103,6 +204,210 @@ def check_help(machofix):
            f"no command: the help on stderr, exit 2: {describe(result)}")
 
 
+# --- paths --------------------------------------------------------------------------
+
+def check_missing_path(machofix, inputs, work):
+    """A path that does not exist is an error of that path; the others are processed."""
+    for name, (_, processed) in RUNS.items():
+        scratch = scratch_dir(work, "missing")
+        good = "good.dylib"
+        shutil.copy(inputs.dylib, os.path.join(scratch, good))
+        before = sha256(os.path.join(scratch, good))
+        result = run_in(scratch, machofix, name, ["no/such.dylib", good])
+        expect(result.returncode == 2 and "machofix: error: no/such.dylib: no such file or directory" in result.stderr,
+               f"{name}: a missing path is an error of that path, exit 2: {describe(result)}")
+        done = processed(result, good, scratch) if processed else sha256(os.path.join(scratch, good)) != before
+        expect(done, f"{name}: the other input is still processed: {describe(result)}")
+
+
+def check_named_files(machofix, inputs, work):
+    """A file named on the command line that is not a model is an error, check included."""
+    for name in RUNS:
+        scratch = scratch_dir(work, "named")
+        write(os.path.join(scratch, "empty.pte"), b"")
+        write(os.path.join(scratch, "notes.txt"), b"not a model\n")
+        shutil.copy(inputs.dylib, os.path.join(scratch, "good.dylib"))
+        for path, message in [("empty.pte", "empty.pte: empty file"),
+                              ("notes.txt", "notes.txt: not a Mach-O, .pte or .ptd file"),
+                              ("/dev/null", "/dev/null: not a regular file")]:
+            result = run_in(scratch, machofix, name, [path])
+            expect(result.returncode == 2 and f"machofix: error: {message}" in result.stderr,
+                   f"{name} {path}: an error, exit 2: {describe(result)}")
+            result = run_in(scratch, machofix, name, ["good.dylib", path])
+            expect(result.returncode == 2 and message in result.stderr,
+                   f"{name} good.dylib {path}: still an error among several inputs: {describe(result)}")
+    check_unreadable(machofix, work)
+
+
+def check_unreadable(machofix, work):
+    """An unreadable file: as root, run as nobody (from a copy of the executable that
+    nobody can reach, whatever the permissions of the build tree)."""
+    scratch = tempfile.mkdtemp(prefix="machofix-cli-")
+    try:
+        os.chmod(scratch, 0o777)
+        tool = os.path.join(scratch, "machofix")
+        shutil.copy(machofix, tool)
+        plugin = os.path.join(os.path.dirname(machofix), "machofix-lief.so")
+        if os.path.exists(plugin):
+            shutil.copy(plugin, scratch)
+        secret = write(os.path.join(scratch, "secret.dylib"), b"\xcf\xfa\xed\xfe" + bytes(60))
+        os.chmod(secret, 0)
+        demote = None
+        if os.geteuid() == 0:
+            def demote():
+                os.setgid(65534)
+                os.setuid(65534)
+        for name in RUNS:
+            result = run_in(scratch, tool, name, ["secret.dylib"], preexec_fn=demote)
+            expect(result.returncode == 2 and "secret.dylib: cannot open: Permission denied" in result.stderr,
+                   f"{name}: an unreadable file is an error: {describe(result)}")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def check_walk_skips(machofix, inputs, work):
+    """Inside a directory, files that are not models are skipped and counted."""
+    scratch = scratch_dir(work, "walk")
+    tree = os.path.join(scratch, "tree")
+    shutil.copy(inputs.dylib, write(os.path.join(tree, "lib", "model.dylib"), b""))
+    write(os.path.join(tree, "empty.bin"), b"")
+    write(os.path.join(tree, "docs", "notes.txt"), b"not a model\n")
+    result = run(machofix, "check", "tree", "--json", "-", cwd=scratch)
+    summary = json.loads(result.stdout)["summary"]
+    expect(result.returncode == 1 and summary["skipped"] == 2 and summary["failed"] == 0,
+           f"check of a tree: the model's findings, 2 files skipped: {describe(result)}")
+    result = run(machofix, "prune", "--in-place", "tree", cwd=scratch)
+    expect(result.returncode == 0 and "1 changed, 0 unchanged, 2 skipped, 0 failed" in result.stdout,
+           f"prune of a tree: 2 skipped, none failed: {describe(result)}")
+
+
+# --- Mach-O file types -------------------------------------------------------------
+
+OTHER_TYPES = [("core", 4, "Mach-O core file (MH_CORE)"), ("preload", 5, "Mach-O preloaded executable (MH_PRELOAD)"),
+               ("kext", 11, "kernel extension (MH_KEXT_BUNDLE)"), ("fileset", 12, "Mach-O fileset"),
+               ("stub", 9, "Mach-O dylib stub (MH_DYLIB_STUB)")]
+
+
+def check_file_types(machofix, inputs, work):
+    """Object files, dSYMs and the other types machofix does not rewrite: named by
+    their type; an error when named, a note and a skip inside a directory."""
+    dwarf = os.path.join(inputs.dsym, "Contents", "Resources", "DWARF", "tool")
+    named = [(inputs.object, "Mach-O object file (MH_OBJECT)"), (inputs.universal_object, "Mach-O object file (MH_OBJECT)"),
+             (dwarf, "dSYM debug-symbols file (MH_DSYM)")]
+    named += [(inputs.with_filetype(f"{n}.bin", t), what) for n, t, what in OTHER_TYPES]
+    for name in RUNS:
+        scratch = scratch_dir(work, "types")
+        for path, what in named:
+            result = run_in(scratch, machofix, name, [path])
+            expect(result.returncode == 2 and f"{path}: a {what}" in result.stderr and "filetype" not in result.stderr,
+                   f"{name} {os.path.basename(path)}: an error naming the type: {describe(result)}")
+    scratch = scratch_dir(work, "types_tree")
+    tree = os.path.join(scratch, "tree")
+    clean = os.path.join(tree, "clean.dylib")
+    os.makedirs(tree)
+    subprocess.run([machofix, "prune", inputs.dylib, "-o", clean], check=True, capture_output=True)
+    shutil.copy(inputs.object, os.path.join(tree, "unit.o"))
+    shutil.copytree(inputs.dsym, os.path.join(tree, "tool.dSYM"))
+    shutil.copy(named[-1][0], os.path.join(tree, "stub.bin"))
+    for name in RUNS:
+        result = run_in(scratch, machofix, name, ["tree"])
+        expect(result.returncode == 0, f"{name} of a tree with an object file and a dSYM: not a failure: {describe(result)}")
+        for path, what in [("tree/unit.o", "Mach-O object file (MH_OBJECT)"),
+                           ("tree/tool.dSYM/Contents/Resources/DWARF/tool", "dSYM debug-symbols file (MH_DSYM)"),
+                           ("tree/stub.bin", "Mach-O dylib stub (MH_DYLIB_STUB)")]:
+            expect(f"machofix: note: {path}: skipped: a {what}" in result.stderr,
+                   f"{name}: {path} skipped with a note naming its type: {describe(result)}")
+    report = json.loads(run(machofix, "check", "tree", "--json", "-", cwd=scratch).stdout)
+    skipped = {f["path"]: f.get("skipped_because", "") for f in report["files"] if f["status"] == "skipped"}
+    expect("Mach-O object file (MH_OBJECT)" in skipped.get("tree/unit.o", ""), f"JSON: skipped_because {skipped}")
+
+
+# --- inputs without models -----------------------------------------------------------
+
+def check_no_models(machofix, inputs, work):
+    """A directory (or a named archive) without models says so: an error for the gates
+    (check, verify), a warning for the others."""
+    for name in RUNS:
+        scratch = scratch_dir(work, "nomodels")
+        write(os.path.join(scratch, "docs", "notes.txt"), b"not a model\n")
+        shutil.copy(inputs.object, os.path.join(scratch, "docs", "unit.o"))
+        os.makedirs(os.path.join(scratch, "empty"))
+        gate = name in ("check", "verify")
+        for directory in ("docs", "empty"):
+            result = run_in(scratch, machofix, name, [directory])
+            level = "error" if gate else "warning"
+            expect(f"machofix: {level}: no models found under {directory}" in result.stderr
+                   and result.returncode == (2 if gate else 0), f"{name} {directory}: {describe(result)}")
+        shutil.copy(inputs.dylib, os.path.join(scratch, "good.dylib"))
+        result = run_in(scratch, machofix, name, ["good.dylib", "empty"])
+        expect("no models found under empty" in result.stderr and result.returncode == (2 if gate else 0),
+               f"{name}: one input without models among others: {describe(result)}")
+        with zipfile.ZipFile(os.path.join(scratch, "docs.zip"), "w") as archive:
+            archive.writestr("README.txt", "no model here\n")
+        result = run_in(scratch, machofix, name, ["docs.zip"])
+        expect("no models found in docs.zip" in result.stderr and result.returncode == (2 if gate else 0),
+               f"{name} docs.zip: an archive without models: {describe(result)}")
+
+
+# --- JSON: what was removed, what would be --------------------------------------------
+
+def dylib_flags(file_report):
+    """(install name, removable, removed) of every dylib of every image in a file report."""
+    images = [file_report["macho"]] if "macho" in file_report else [b["macho"] for b in file_report["pte"]["blobs"]]
+    return [(d["install_name"], d.get("removable"), d["removed"]) for image in images for s in image["slices"] for d in s["dylibs"]]
+
+
+def check_json_removals(machofix, inputs, work):
+    """dylibs_removed counts what was removed: 0 for inspect and dry runs, which report
+    what prune would remove under dylibs_removable (and per dylib `removable`)."""
+    scratch = scratch_dir(work, "json")
+    libomp = "/opt/llvm-openmp/lib/libomp.dylib"
+    for model in (inputs.dylib, inputs.pte):
+        name = os.path.basename(model)
+        runs = {"inspect": ["inspect", model], "prune --dry-run": ["prune", "--dry-run", model],
+                "check": ["check", model], "prune -o": ["prune", model, "-o", os.path.join(scratch, name)]}
+        for what, arguments in runs.items():
+            report = json.loads(run(machofix, *arguments, "--json", "-").stdout)
+            removes = what == "prune -o"
+            file_report, summary = report["files"][0], report["summary"]
+            counts = [file_report.get("dylibs_removed"), file_report.get("dylibs_removable"),
+                      summary.get("dylibs_removed"), summary.get("dylibs_removable")]
+            expect(counts == [1 if removes else 0, 1, 1 if removes else 0, 1],
+                   f"{what} {name}: dylibs_removed, dylibs_removable of the file and the summary: {counts}")
+            flags = dylib_flags(file_report)
+            expect([f for f in flags if f[1] or f[2]] == [(libomp, True, removes)],
+                   f"{what} {name}: only libomp is removable{', and removed' if removes else ', none removed'}: {flags}")
+    text = run(machofix, "prune", "--dry-run", inputs.dylib, "-v").stdout
+    expect("supplies nothing -> unused: would be removed" in text, f"dry run text: would be removed: {text[-400:]!r}")
+    text = run(machofix, "inspect", inputs.dylib).stdout
+    expect("supplies nothing -> unused: prune removes it" in text, f"inspect text: prune removes it: {text[-400:]!r}")
+
+
+# --- -o into a directory that does not exist -----------------------------------------
+
+def check_output_directory(machofix, inputs, work):
+    """-o DIR/FILE with DIR missing (or not a directory) is refused, as cp does; a
+    mirrored tree's directories are made."""
+    scratch = scratch_dir(work, "output")
+    write(os.path.join(scratch, "plain"), b"a file\n")
+    shutil.copy(inputs.dylib, os.path.join(scratch, "model.dylib"))
+    shutil.copy(inputs.pte, os.path.join(scratch, "model.pte"))
+    with zipfile.ZipFile(os.path.join(scratch, "models.zip"), "w") as archive:
+        archive.write(inputs.dylib, "lib/model.dylib")
+    for command in ("prune", "sign"):
+        for model in ("model.dylib", "model.pte", "models.zip"):
+            for target, why in [("nodir/out", "nodir does not exist"), ("plain/out", "plain is not a directory")]:
+                result = run(machofix, command, model, "-o", target, cwd=scratch)
+                expect(result.returncode == 2 and f"machofix: error: {target}: cannot create the output: {why}" in result.stderr
+                       and not os.path.exists(os.path.join(scratch, "nodir")),
+                       f"{command} {model} -o {target}: refused, nothing made: {describe(result)}")
+    os.makedirs(os.path.join(scratch, "tree", "deep"))
+    shutil.copy(inputs.dylib, os.path.join(scratch, "tree", "deep", "model.dylib"))
+    result = run(machofix, "prune", "tree", "-o", "new/mirror", cwd=scratch)
+    expect(result.returncode == 0 and os.path.exists(os.path.join(scratch, "new", "mirror", "deep", "model.dylib")),
+           f"a mirrored tree's directories are made: {describe(result)}")
+
+
 def main():
     machofix, pte_writer, fixtures, work = [os.path.abspath(a) for a in sys.argv[1:5]]
     shutil.rmtree(work, ignore_errors=True)
@@ -111,6 +416,14 @@ def main():
     check_suggestions(machofix)
     check_double_dash(machofix, fixtures, work)
     check_help(machofix)
+    inputs = Inputs(pte_writer, fixtures, work)
+    check_missing_path(machofix, inputs, work)
+    check_named_files(machofix, inputs, work)
+    check_walk_skips(machofix, inputs, work)
+    check_file_types(machofix, inputs, work)
+    check_no_models(machofix, inputs, work)
+    check_json_removals(machofix, inputs, work)
+    check_output_directory(machofix, inputs, work)
     print(f"{len(FAILURES)} failures")
     return 1 if FAILURES else 0
 

@@ -214,7 +214,7 @@ TEST_CASE("header: bad magic") {
 
 TEST_CASE("header: an unsupported file type (MH_OBJECT)") {
   Image image = dyld_info_builder().filetype(MH_OBJECT).build();
-  CHECK_MALFORMED(image.bytes, 12, "Mach-O file type 1 is not supported");
+  CHECK_MALFORMED(image.bytes, 12, "a Mach-O object file (MH_OBJECT) is not supported");
 }
 
 TEST_CASE("header: sizeofcmds past the end of the file") {

@@ -79,7 +79,7 @@ TEST_CASE("default policy: unused LC_LOAD_DYLIB and LC_LOAD_WEAK_DYLIB are remov
   Planned planned = plan_for(image);
   CHECK(planned.removes("/usr/lib/libunused.dylib"));
   CHECK(planned.removes("/usr/lib/libweakunused.dylib"));
-  CHECK(planned.reason("/usr/lib/libunused.dylib") == "supplies no symbol: removed");
+  CHECK(planned.reason("/usr/lib/libunused.dylib") == "supplies no symbol: prune removes it");
   CHECK_FALSE(planned.removes(kSystem));
 }
 
@@ -441,4 +441,20 @@ TEST_CASE("prune_macho: per-dylib report of kind, symbols, sources, decision and
   CHECK(slice.dylibs[3].kind == "upward");
   CHECK_FALSE(slice.dylibs[3].removed);
   CHECK(repair.report.removed_count() == 1);
+}
+
+TEST_CASE("report: inspect says what prune removes (removable) and removes nothing; prune reports both") {
+  Image image = with_system_used(MachOBuilder().cpu(macho::CPU_TYPE_X86_64, 3).load_dylib(kSystem).load_dylib("/usr/lib/libunused.dylib"));
+  MachOReport inspected = inspect_macho(image.view());
+  REQUIRE(inspected.slices.size() == 1);
+  REQUIRE(inspected.slices[0].dylibs.size() == 2);
+  CHECK(inspected.slices[0].dylibs[1].removable);
+  CHECK_FALSE(inspected.slices[0].dylibs[1].removed);
+  CHECK(inspected.removable_count() == 1);
+  CHECK(inspected.removed_count() == 0);
+  MachORepair pruned = prune_macho(image.view(), RepairOptions{});
+  CHECK(pruned.report.slices[0].dylibs[1].removable);
+  CHECK(pruned.report.slices[0].dylibs[1].removed);
+  CHECK(pruned.report.removed_count() == 1);
+  CHECK_FALSE(pruned.report.slices[0].dylibs[0].removed);
 }

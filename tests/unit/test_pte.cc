@@ -294,7 +294,8 @@ TEST_CASE("sample metal_hashkeys.pte is read as ExecuTorch wrote it" * doctest::
   CHECK(report.delegates[0].payload_keys == std::vector<std::string>{report.named_data[0].key, report.named_data[1].key});
   REQUIRE(report.blobs.size() == 1);
   CHECK(report.blobs[0].error == "");
-  CHECK(report.blobs[0].macho.removed_count() == 1);
+  CHECK(report.blobs[0].macho.removable_count() == 1);
+  CHECK(report.blobs[0].macho.removed_count() == 0);  // inspect removes nothing
 }
 
 TEST_CASE("sample metal_hashkeys.pte: libomp removed, so key renewed in NamedData and payload, nothing else changed" * doctest::test_suite("executorch-samples")) {
@@ -332,7 +333,7 @@ TEST_CASE("sample metal_hashkeys.pte: libomp removed, so key renewed in NamedDat
   CHECK(names == expected_names);
   CHECK(names.size() + 1 == before.slices[0].dylibs.size());
   CHECK(after.slices[0].signature.status == "valid");
-  CHECK(after.removed_count() == 0);
+  CHECK(after.removable_count() == 0);  // nothing left to remove
 
   REQUIRE(rewrite.report.blobs.size() == 1);
   const BlobReport& blob = rewrite.report.blobs[0];
@@ -453,7 +454,8 @@ TEST_CASE("matrix: kinds of named data and keys are reported") {
       CHECK(report.named_data[0].content_hash_key);
       REQUIRE(report.blobs.size() == 1);
       CHECK(report.blobs[0].macho.universal);
-      CHECK(report.blobs[0].macho.removed_count() == 2);  // libomp in each slice
+      CHECK(report.blobs[0].macho.removable_count() == 2);  // libomp in each slice
+      CHECK(report.blobs[0].macho.removed_count() == 0);    // inspect removes nothing
     } else {
       CHECK(kinds == std::vector<std::string>{"mach-o", "other", "elf", "other"});
       CHECK(!report.named_data[0].content_hash_key);
