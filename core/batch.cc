@@ -103,6 +103,7 @@ class Planner {
       item.notes.push_back("symlink to " + item.input + ": the target is processed" +
                            std::string(in_place_ ? "; the link stays a link" : ""));
     }
+    item.size = static_cast<uint64_t>(info.st_size);
     Inode inode{info.st_dev, info.st_ino};
     auto first = first_name_.find(inode);
     if (first != first_name_.end()) {
@@ -149,6 +150,32 @@ void relink(const std::string& repaired, const std::string& name, FileReport& re
     report.notes.push_back("could not re-link hard link " + name + "; it keeps the original");
   }
 }
+
+// Turns one job's progress (done of total units of its own) into bytes of the
+// item's size, passed on as they grow; what is left is passed on when it ends.
+class ItemBytes {
+ public:
+  ItemBytes(uint64_t size, const std::function<void(uint64_t)>& bytes_done) : size_(size), bytes_done_(bytes_done) {}
+
+  ByteProgress callback() {
+    return [this](uint64_t done, uint64_t total) {
+      if (total) advance(static_cast<uint64_t>(static_cast<long double>(size_) * std::min(done, total) / total));
+    };
+  }
+  void finish() { advance(size_); }
+
+ private:
+  void advance(uint64_t to) {
+    uint64_t before = passed_.load();
+    while (before < to && !passed_.compare_exchange_weak(before, to)) {
+    }
+    if (before < to && bytes_done_) bytes_done_(to - before);
+  }
+
+  uint64_t size_;
+  const std::function<void(uint64_t)>& bytes_done_;
+  std::atomic<uint64_t> passed_{0};
+};
 
 FileReport recreate_symlink(const BatchItem& item, bool dry_run) {
   FileReport report;
@@ -213,17 +240,22 @@ BatchPlan plan_batch(const std::vector<std::string>& inputs, const std::string& 
 }
 
 std::vector<FileReport> run_batch(const BatchPlan& plan, Operation operation, const JobOptions& options, unsigned jobs,
-                                  const Progress& progress) {
+                                  const BatchProgress& progress) {
   std::vector<FileReport> reports(plan.items.size());
   std::atomic<size_t> next{0};
   size_t done = 0;
   std::mutex progress_mutex;
   auto worker = [&] {
     for (size_t index = next++; index < plan.items.size(); index = next++) {
-      reports[index] = run_item(plan.items[index], operation, options);
+      if (progress.file_started) progress.file_started(plan.items[index]);
+      ItemBytes bytes(plan.items[index].size, progress.bytes_done);
+      JobOptions job = options;
+      if (progress.bytes_done) job.repair.progress = bytes.callback();
+      reports[index] = run_item(plan.items[index], operation, job);
+      bytes.finish();
       std::lock_guard<std::mutex> lock(progress_mutex);
       ++done;
-      if (progress) progress(done, plan.items.size(), reports[index]);
+      if (progress.file_done) progress.file_done(done, plan.items.size(), reports[index]);
     }
   };
   // This thread is a worker too; no more workers than files.

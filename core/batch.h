@@ -31,6 +31,7 @@ struct BatchItem {
   bool named = false;
   bool mirrored = false;  // `output` lies in a mirrored tree, whose directories are made
   int directory = -1;     // found under this BatchPlan::directories entry
+  uint64_t size = 0;      // of the file to read, for progress
 };
 
 struct BatchPlan {
@@ -45,10 +46,18 @@ struct BatchPlan {
 // inputs each get a subdirectory (or file) named after them.
 BatchPlan plan_batch(const std::vector<std::string>& inputs, const std::string& output, bool in_place);
 
-using Progress = std::function<void(size_t done, size_t total, const FileReport& latest)>;
+// What run_batch tells a front end as it goes, from its worker threads.
+struct BatchProgress {
+  std::function<void(const BatchItem& item)> file_started;  // from the worker that takes it
+  // A file is done: called under a lock, one file at a time.
+  std::function<void(size_t done, size_t total, const FileReport& latest)> file_done;
+  // So many more bytes of the items' sizes (BatchItem::size) are done: called from
+  // any thread, also while a large file is being processed.
+  std::function<void(uint64_t bytes)> bytes_done;
+};
 
 std::vector<FileReport> run_batch(const BatchPlan& plan, Operation operation, const JobOptions& options, unsigned jobs,
-                                  const Progress& progress = {});
+                                  const BatchProgress& progress = {});
 
 struct BatchSummary {
   size_t seen = 0, changed = 0, unchanged = 0, skipped = 0, failed = 0;

@@ -72,8 +72,9 @@ void OutputMapping::unmap() {
   base_ = nullptr;
 }
 
-CopyChecker::CopyChecker(const MappedFile& input, const std::string& temp_path, uint64_t output_size)
-    : input_(input.bytes().data()), fd_(open_output(temp_path)), output_(fd_, output_size) {
+CopyChecker::CopyChecker(const MappedFile& input, const std::string& temp_path, uint64_t output_size, ByteProgress progress)
+    : input_(input.bytes().data()), fd_(open_output(temp_path)), output_(fd_, output_size),
+      progress_(std::move(progress), output_size) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -159,6 +160,7 @@ void CopyChecker::compare_next(std::unique_lock<std::mutex>& lock) {
   } catch (...) {
     error = std::current_exception();
   }
+  progress_.add(range.length);
   lock.lock();
   if (error && (!error_ || error_at < error_at_)) {
     error_ = error;

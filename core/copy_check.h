@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/file_io.h"
+#include "core/progress.h"
 
 namespace machofix {
 
@@ -50,8 +51,8 @@ class OutputMapping {
 class CopyChecker {
  public:
   // `input` must stay mapped, and the output at `temp_path` must be `output_size`
-  // bytes long, while the checker lives.
-  CopyChecker(const MappedFile& input, const std::string& temp_path, uint64_t output_size);
+  // bytes long, while the checker lives. `progress` hears of the bytes compared.
+  CopyChecker(const MappedFile& input, const std::string& temp_path, uint64_t output_size, ByteProgress progress = {});
   ~CopyChecker();  // abandons what is still queued
   CopyChecker(const CopyChecker&) = delete;
   CopyChecker& operator=(const CopyChecker&) = delete;
@@ -92,6 +93,7 @@ class CopyChecker {
   bool closing_ = false;  // the thread ends once the queue is empty
   std::exception_ptr error_;
   uint64_t error_at_ = 0;  // output offset of error_
+  ProgressMeter progress_;
 };
 
 }  // namespace machofix

@@ -385,9 +385,15 @@ void AtomicOutput::commit() {
   }
 }
 
-void write_file_atomically(const std::string& target, const std::vector<uint8_t>& data, mode_t mode, bool durable) {
+void write_file_atomically(const std::string& target, const std::vector<uint8_t>& data, mode_t mode, bool durable,
+                           ProgressMeter* progress) {
+  constexpr uint64_t kPart = 8ull << 20;  // a progress report at most this far apart
   AtomicOutput output(target, mode, durable);
-  output.write_at(0, data);
+  for (uint64_t at = 0; at < data.size(); at += kPart) {
+    uint64_t length = std::min<uint64_t>(kPart, data.size() - at);
+    output.write_at(at, data.data() + at, length);
+    if (progress) progress->add(length);
+  }
   output.commit();
 }
 

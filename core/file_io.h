@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/bytes.h"
+#include "core/progress.h"
 
 namespace machofix {
 
@@ -109,7 +110,9 @@ class AtomicOutput {
 // `target` ("cannot create the output: DIR does not exist") otherwise.
 void require_output_directory(const std::string& target);
 
-void write_file_atomically(const std::string& target, const std::vector<uint8_t>& data, mode_t mode, bool durable = true);
+// `progress`, if any, hears of the bytes written.
+void write_file_atomically(const std::string& target, const std::vector<uint8_t>& data, mode_t mode, bool durable = true,
+                           ProgressMeter* progress = nullptr);
 
 // Removes temporary files left in `target`'s directory by an earlier machofix process
 // that no longer runs.

@@ -174,8 +174,11 @@ void run_macho(const MappedFile& input, Operation operation, const JobOptions& o
   // -o always produces a file (an identical copy when nothing changed); in place only when needed.
   std::string target = output_target(input, options);
   if (target.empty() || (options.in_place && !changed)) return;
+  // The work so far (reading, pruning, verifying) counts as much as the writing.
+  ProgressMeter progress(options.repair.progress, input.size() + result.output.size());
+  progress.add(input.size());
   Backup backup(target, options);
-  write_file_atomically(target, result.output, input.mode(), options.in_place);
+  write_file_atomically(target, result.output, input.mode(), options.in_place, &progress);
   backup.keep_if(true, report);
   report.bytes_written = result.output.size();
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/bytes.h"
+#include "core/progress.h"
 #include "core/prune.h"
 
 namespace machofix {
@@ -76,6 +77,7 @@ struct RepairOptions {
   bool resign_invalid = false;
   std::string identifier;         // --identifier for `sign`; empty: keep / derive
   std::string file_name;          // names a new signature when the file has no install name
+  ByteProgress progress;          // the bytes copied, compared or written, for a progress line
 };
 
 struct MachORepair {

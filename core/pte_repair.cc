@@ -643,7 +643,7 @@ PteReport repair_pte(const MappedFile& input, const std::string& output_path, co
     output.emplace(output_path, input.mode(), /*durable=*/in_place);
     output->clone_from(input.fd());  // macOS: then the early copy only has to compare
     output->truncate(input.size());
-    checker.emplace(input, output->temp_path(), input.size());
+    checker.emplace(input, output->temp_path(), input.size(), options.progress);
     ahead.emplace(input, *output, *checker);
   }
   Plan plan = make_plan(container, judged, report);

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -66,12 +67,21 @@ bool print_inputs_without_models(const BatchPlan& plan, const std::vector<FileRe
   return !inputs.empty();
 }
 
+uint64_t total_size(const BatchPlan& plan) {
+  uint64_t total = 0;
+  for (const BatchItem& item : plan.items) total += item.size;
+  return total;
+}
+
 Outcome run_all(const Settings& settings, Operation operation, bool gate = false) {
   BatchPlan plan = plan_batch(settings.paths, settings.job.output, settings.job.in_place);
-  ProgressBar bar(!settings.quiet && !json_to_stdout(settings) && plan.items.size() > 1);
+  ProgressBar bar(!settings.quiet, progress_mode(std::getenv("MACHOFIX_PROGRESS")), plan.items.size(), total_size(plan));
+  BatchProgress progress;
+  progress.file_started = [&](const BatchItem& item) { bar.file_started(item.shown); };
+  progress.file_done = [&](size_t, size_t, const FileReport& latest) { bar.file_done(latest); };
+  progress.bytes_done = [&](uint64_t bytes) { bar.add_bytes(bytes); };
   Outcome outcome;
-  outcome.reports = run_batch(plan, operation, settings.job, settings.jobs,
-                              [&](size_t done, size_t total, const FileReport& latest) { bar.update(done, total, latest); });
+  outcome.reports = run_batch(plan, operation, settings.job, settings.jobs, progress);
   bar.finish();
   print_problems(outcome.reports);
   outcome.input_without_models = print_inputs_without_models(plan, outcome.reports, gate);

@@ -4,15 +4,18 @@
 Every check runs the built machofix on inputs made here (the fixture matrix of
 tests/fixtures/make_fixtures.py, .pte files from the test-only pte_writer, an
 object file from clang-16) and looks at the exit status, stdout and stderr.
-Usage: test_cli.py MACHOFIX PTE_WRITER FIXTURE_DIR WORK_DIR
+Usage: test_cli.py MACHOFIX PTE_WRITER MAKE_BIG_MACHO FIXTURE_DIR WORK_DIR
 """
 import json
 import os
+import pty
+import re
 import shutil
 import stat
 import subprocess
 import sys
 import tempfile
+import time
 import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -408,8 +411,101 @@ def check_output_directory(machofix, inputs, work):
            f"a mirrored tree's directories are made: {describe(result)}")
 
 
+# --- progress ---------------------------------------------------------------------
+
+PROGRESS = re.compile(r"\[(\d+)/(\d+) files, ([\d.]+)/([\d.]+) (B|KiB|MiB|GiB|TiB)\]")
+
+
+def run_on_terminal(*args, env=None, cwd=None):
+    """Runs with stderr on a pseudo-terminal (stdout a pipe); returns (status,
+    stderr bytes as the terminal got them, seconds)."""
+    master, slave = pty.openpty()
+    start = time.monotonic()
+    process = subprocess.Popen([str(a) for a in args], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave,
+                               env=env, cwd=cwd)
+    os.close(slave)
+    received = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the last writer closed the terminal
+            break
+        if not chunk:
+            break
+        received += chunk
+    process.wait()
+    os.close(master)
+    return process.returncode, received.decode(errors="replace"), time.monotonic() - start
+
+
+def progress_lines(terminal):
+    """(files done, files, bytes done, bytes total, unit) of every line drawn."""
+    return [(int(m[1]), int(m[2]), float(m[3]), float(m[4]), m[5]) for m in PROGRESS.finditer(terminal)]
+
+
+def with_progress(mode):
+    env = dict(os.environ)
+    env["MACHOFIX_PROGRESS"] = mode
+    return env
+
+
+def check_single_file_progress(machofix, model, what, work):
+    """One large file: lines with its bytes growing on a terminal, cleared at the end;
+    nothing in a pipe or with -q."""
+    out = os.path.join(work, "progress.out")
+    status, terminal, seconds = run_on_terminal(machofix, "prune", model, "-o", out, env=with_progress("always"))
+    lines = progress_lines(terminal)
+    size_mib = os.path.getsize(model) / (1 << 20)
+    expect(status == 0 and lines and all(line[:2] == (0, 1) for line in lines[:-1]) and lines[-1][1] == 1,
+           f"{what}: a progress line on the terminal, 1 file: {terminal[-300:]!r}")
+    done = [line[2] for line in lines]
+    expect(lines and done == sorted(done) and all(abs(line[3] - size_mib) < 0.1 and line[4] == "MiB" for line in lines),
+           f"{what}: bytes grow towards the file's {size_mib:.1f} MiB: {done[:20]}")
+    partial = [d for d in done if 0 < d < size_mib]
+    expect(partial or seconds < 0.5, f"{what}: bytes are reported while the file is processed ({seconds:.2f} s): {done[:20]}")
+    expect(terminal.endswith("\r\x1b[K"), f"{what}: the line is cleared at the end: {terminal[-80:]!r}")
+    os.remove(out)
+    piped = run(machofix, "prune", model, "-o", out, env=with_progress("always"))
+    expect(piped.returncode == 0 and "files," not in piped.stderr and "\r" not in piped.stderr,
+           f"{what}: nothing on a pipe: {piped.stderr[-300:]!r}")
+    os.remove(out)
+    status, terminal, _ = run_on_terminal(machofix, "prune", model, "-o", out, "-q", env=with_progress("always"))
+    expect(status == 0 and terminal == "", f"{what}: nothing with -q: {terminal[-200:]!r}")
+    os.remove(out)
+
+
+def check_progress(machofix, pte_writer, make_big_macho, inputs, work):
+    scratch = scratch_dir(work, "progress")
+    blobs = os.path.join(scratch, "blobs")
+    subprocess.run([os.path.join(ROOT, "tests", "pte", "make_blobs.sh"), blobs], check=True, capture_output=True)
+    big_pte = os.path.join(scratch, "big.pte")
+    subprocess.run([pte_writer, "big", blobs, big_pte, str(256 << 20)], check=True)
+    big_macho = os.path.join(scratch, "big.dylib")
+    subprocess.run([make_big_macho, big_macho, "128"], check=True)
+    check_single_file_progress(machofix, big_pte, "a 256 MiB .pte", scratch)
+    check_single_file_progress(machofix, big_macho, "a 128 MiB dylib", scratch)
+    # The default: only for a run expected to take more than about a second.
+    out = os.path.join(scratch, "auto.out")
+    status, terminal, seconds = run_on_terminal(machofix, "prune", big_pte, "-o", out)
+    os.remove(out)
+    if seconds >= 1.5:
+        expect(progress_lines(terminal), f"a run of {seconds:.1f} s shows progress by default: {terminal[-200:]!r}")
+    else:
+        print(f"note: the 256 MiB .pte took {seconds:.2f} s here, too fast to require a progress line")
+    status, terminal, seconds = run_on_terminal(machofix, "prune", inputs.dylib, "-o", out)
+    expect(status == 0 and (terminal == "" or seconds > 0.2), f"a short run shows nothing by default: {terminal!r}")
+    # Several files: the count of files.
+    tree = os.path.join(scratch, "tree")
+    for i in range(5):
+        shutil.copy(inputs.dylib, write(os.path.join(tree, f"m{i}.dylib"), b""))
+    status, terminal, _ = run_on_terminal(machofix, "check", tree, env=with_progress("always"))
+    lines = progress_lines(terminal)
+    expect(lines and all(line[1] == 5 for line in lines), f"a tree: the count of its files: {terminal[-200:]!r}")
+    shutil.rmtree(scratch)
+
+
 def main():
-    machofix, pte_writer, fixtures, work = [os.path.abspath(a) for a in sys.argv[1:5]]
+    machofix, pte_writer, make_big_macho, fixtures, work = [os.path.abspath(a) for a in sys.argv[1:6]]
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     os.chdir(work)
@@ -424,6 +520,7 @@ def main():
     check_no_models(machofix, inputs, work)
     check_json_removals(machofix, inputs, work)
     check_output_directory(machofix, inputs, work)
+    check_progress(machofix, pte_writer, make_big_macho, inputs, work)
     print(f"{len(FAILURES)} failures")
     return 1 if FAILURES else 0
 
