@@ -224,6 +224,12 @@ bool is_directory(const std::string& path) {
 
 }  // namespace
 
+uint64_t BatchPlan::total_size() const {
+  uint64_t total = 0;
+  for (const BatchItem& item : items) total += item.size;
+  return total;
+}
+
 BatchPlan plan_batch(const std::vector<std::string>& inputs, const std::string& output, bool in_place) {
   bool single_file = inputs.size() == 1 && (is_standard_stream(inputs.front()) || !is_directory(inputs.front()));
   if (is_standard_stream(output) && !single_file) {

@@ -38,6 +38,7 @@ struct BatchPlan {
   std::vector<BatchItem> items;
   std::vector<FileReport> preliminary;  // what the walk itself decided (links left alone, unreadable dirs)
   std::vector<std::string> directories;  // the inputs that are directories
+  uint64_t total_size() const;           // of the items' files
 };
 
 // `output` is -o: with one plain file as input it is the output file (or, if it is an

@@ -258,16 +258,12 @@ int show_help(const CLI::App& app, const Settings& settings) {
     std::cout << help_text(app);
     return kExitOk;
   }
-  if (settings.help_topic.size() > 1) {
-    spdlog::error("help takes one command, not {}", settings.help_topic.size());
-    return kExitError;
-  }
   for (const CLI::App* command : all_commands(app)) {
-    if (command->get_name() != settings.help_topic.front()) continue;
+    if (command->get_name() != settings.help_topic) continue;
     std::cout << help_text(*command);
     return kExitOk;
   }
-  unknown_command(app, settings.help_topic.front());
+  unknown_command(app, settings.help_topic);
   return kExitError;
 }
 

@@ -21,7 +21,7 @@ struct Settings {
   JobOptions job;
   CheckOptions check;
   std::string json;  // "" no JSON, "-" stdout, else a file
-  std::vector<std::string> help_topic;  // `machofix help COMMAND`
+  std::string help_topic;  // `machofix help COMMAND`
   unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
   int verbosity = 0;
   bool quiet = false;

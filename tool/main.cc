@@ -67,15 +67,9 @@ bool print_inputs_without_models(const BatchPlan& plan, const std::vector<FileRe
   return !inputs.empty();
 }
 
-uint64_t total_size(const BatchPlan& plan) {
-  uint64_t total = 0;
-  for (const BatchItem& item : plan.items) total += item.size;
-  return total;
-}
-
 Outcome run_all(const Settings& settings, Operation operation, bool gate = false) {
   BatchPlan plan = plan_batch(settings.paths, settings.job.output, settings.job.in_place);
-  ProgressBar bar(!settings.quiet, progress_mode(std::getenv("MACHOFIX_PROGRESS")), plan.items.size(), total_size(plan));
+  ProgressBar bar(!settings.quiet, progress_mode(std::getenv("MACHOFIX_PROGRESS")), plan.items.size(), plan.total_size());
   BatchProgress progress;
   progress.file_started = [&](const BatchItem& item) { bar.file_started(item.shown); };
   progress.file_done = [&](size_t, size_t, const FileReport& latest) { bar.file_done(latest); };
