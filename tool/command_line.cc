@@ -289,7 +289,6 @@ void configure_app(CLI::App& app, const std::shared_ptr<HelpFormatter>& help, Se
 
 }  // namespace
 
-
 CommandLine parse_command_line(int argc, char** argv, Settings& settings) {
   CLI::App app{
       "machofix: removes unused dylib dependencies from Mach-O files and from the .so blobs of ExecuTorch .pte/.ptd "
