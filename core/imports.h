@@ -53,6 +53,15 @@ struct ImportScan {
   // that binds one symbol at a million addresses yields one import, not a million.
   std::vector<Import> imports;
   std::deque<std::string> owned_names;  // stable addresses, even when the scan is moved
+
+  // Move-only: a copy would copy owned_names while `imports` still points into the
+  // original's strings. (A vector of non-copyable elements moves them when it grows;
+  // with a copy constructor available it copies them, since deque's move may throw.)
+  ImportScan() = default;
+  ImportScan(ImportScan&&) = default;
+  ImportScan& operator=(ImportScan&&) = default;
+  ImportScan(const ImportScan&) = delete;
+  ImportScan& operator=(const ImportScan&) = delete;
 };
 
 ImportScan scan_imports(const MachO& image);

@@ -10,6 +10,7 @@
 #include <doctest/doctest.h>
 
 #include <set>
+#include <type_traits>
 
 #include "core/imports.h"
 #include "core/macho.h"
@@ -20,6 +21,10 @@
 
 using namespace machofix;
 using namespace machofix::test;
+
+// Imports point into the scan's own strings: a copy would leave them pointing into the
+// original (found by fuzz_macho on a universal file, fuzz/regressions/macho/universal_reexport_scan_copied.hex).
+static_assert(!std::is_copy_constructible_v<machofix::ImportScan>, "ImportScan must be move-only");
 
 namespace {
 
