@@ -70,6 +70,9 @@ std::vector<std::string> verify_failures(const FileReport& report) {
   std::vector<std::string> failures;
   each_image(report, "", [&](const std::string& where, const MachOReport& macho) {
     for (const std::string& failure : signature_failures(macho)) failures.push_back(where + failure);
+    for (const RuleViolation& violation : macho.loader_rules) failures.push_back(where + describe(violation));
+    for (const SliceReport& slice : macho.slices)
+      for (const RuleViolation& violation : slice.loader_rules) failures.push_back(where + slice.arch + ": " + describe(violation));
   });
   return failures;
 }

@@ -30,8 +30,9 @@ struct Finding {
 std::vector<Finding> check_findings(const FileReport& report, const CheckOptions& options);
 
 // `verify`: every slice of every Mach-O image in the file (blobs of a .pte, members
-// of an archive) whose signature is invalid, or which is arm64 and unsigned; each
-// line names the blob and slice. And the notes on what could not be checked.
+// of an archive) whose signature is invalid, or which is arm64 and unsigned, and
+// every loader rule an image breaks (core/loader_rules.h); each line names the blob
+// and slice. And the notes on what could not be checked.
 std::vector<std::string> verify_failures(const FileReport& report);
 std::vector<std::string> verify_notes(const FileReport& report);
 

@@ -97,6 +97,7 @@ SliceReport describe_slice(const MachO& image, const SliceAnalysis& analysis, co
     report.dylibs.push_back(std::move(dylib));
   }
   report.signature = std::move(signature);
+  report.loader_rules = check_loader_rules(image.bytes);
   return report;
 }
 
@@ -153,6 +154,7 @@ JudgedSlice judge_slice(const Bytes& slice, const RepairOptions& options, Rewrit
   SliceAnalysis analysis = analyze(image, judged.scan);
   if (kind == RewriteKind::Prune) judged.plan = plan_prune(image, analysis, options.prune);
   judged.report = describe_slice(image, analysis, judged.plan, judged.input.report);
+  refuse_breaking_loader_rules(judged.report.loader_rules);
   judged.prunes = judged.plan.left_unchanged_because.empty() && judged.plan.removal_count() > 0;
   bool unsigned_to_sign = !image.code_signature.present && (kind == RewriteKind::Sign || options.sign_unsigned);
   judged.resigns = kind == RewriteKind::Sign || judged.prunes || unsigned_to_sign || invalid;
@@ -241,6 +243,7 @@ SliceJob rewrite_slice(JudgedSlice& judged, const RepairOptions& options) {
                        std::memcmp(job.bytes.data(), judged.bytes.data(), job.bytes.size()) != 0;
   if (judged.prunes)
     for (DylibReport& dylib : job.report.dylibs) dylib.removed = dylib.removable;
+  if (job.report.changed) require_loader_rules(check_loader_rules(Bytes(job.bytes, judged.bytes.base())), "the rewritten slice");
   return job;
 }
 
@@ -273,6 +276,8 @@ MachORepair assemble_universal(const Bytes& file, Universal universal, std::vect
     result.report.changed |= jobs[i].report.changed;
     result.report.slices.push_back(std::move(jobs[i].report));
   }
+  // The slices passed on their own; a new layout must also place them as dyld requires.
+  if (result.report.changed) require_loader_rules(check_image_rules(Bytes(result.output)), "the rewritten file");
   return result;
 }
 
@@ -308,6 +313,7 @@ MachOReport inspect_macho(const Bytes& file, const RepairOptions& options) {
   Universal universal = parse_universal(file);
   report.universal = true;
   report.fat64 = universal.fat64;
+  report.loader_rules = check_universal_rules(file);
   for (const FatSlice& entry : universal.slices) {
     Bytes slice = file.sub(entry.offset, entry.size, "universal slice");
     try {
@@ -343,6 +349,7 @@ MachORewrite::MachORewrite(const Bytes& file, const RepairOptions& options, Rewr
     return;
   }
   const Universal& universal = state_->universal.emplace(parse_universal(file));
+  refuse_breaking_loader_rules(check_universal_rules(file));
   for (const FatSlice& entry : universal.slices) {
     Bytes slice = file.sub(entry.offset, entry.size, "universal slice");
     try {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/bytes.h"
+#include "core/loader_rules.h"
 #include "core/progress.h"
 #include "core/prune.h"
 
@@ -56,6 +57,7 @@ struct SliceReport {
   std::string left_unchanged_because;
   SignatureReport signature;        // of the input
   SignatureReport signature_after;  // of the output, when it changed
+  std::vector<RuleViolation> loader_rules;  // of the input (core/loader_rules.h)
   bool changed = false;
 };
 
@@ -63,6 +65,7 @@ struct MachOReport {
   bool universal = false;
   bool fat64 = false;
   std::vector<SliceReport> slices;
+  std::vector<RuleViolation> loader_rules;  // the universal header's (slices carry their own)
   bool changed = false;
   size_t removed_count() const;
   size_t removable_count() const;

@@ -31,7 +31,7 @@ inline MachOBuilder dyld_info_dylib(uint32_t cputype = macho::CPU_TYPE_ARM64) {
   lazy.lazy(1, "_free").lazy(3, "_foo");
   Trie trie = make_trie({{"_mine", 0, 0x10, 0, 0, ""}, {"_reexported", macho::EXPORT_SYMBOL_FLAGS_REEXPORT, 0, 3, 0, "_foo"}});
   return MachOBuilder()
-      .cpu(cputype)
+      .cpu(cputype, cputype == macho::CPU_TYPE_X86_64 ? 3 : 0)  // CPU_SUBTYPE_X86_64_ALL, as linkers write it
       .header_padding(64)
       .id_dylib("/usr/lib/libme.dylib")
       .dyld_info({{}, bind, {}, lazy, trie.bytes})
@@ -227,13 +227,15 @@ struct SliceSpec {
   std::vector<uint8_t> bytes;
 };
 
-// A universal file: 32- or 64-bit fat header, slices in order, each at 2^align.
-inline std::vector<uint8_t> universal(const std::vector<SliceSpec>& slices, bool fat64 = false, uint32_t align = 12) {
+// A universal file: 32- or 64-bit fat header, slices in order, each at 2^align; by
+// default on its page, as lipo places them and dyld requires (16 KiB for arm64).
+inline std::vector<uint8_t> universal(const std::vector<SliceSpec>& slices, bool fat64 = false, uint32_t fixed_align = 0) {
   uint64_t entry = fat64 ? 32 : 20;
   std::vector<uint8_t> out(8 + entry * slices.size(), 0);
   put_be32_at(out, 0, fat64 ? macho::FAT_MAGIC_64 : macho::FAT_MAGIC);
   put_be32_at(out, 4, static_cast<uint32_t>(slices.size()));
   for (size_t i = 0; i < slices.size(); ++i) {
+    uint32_t align = fixed_align ? fixed_align : slices[i].cputype == macho::CPU_TYPE_ARM64 ? 14 : 12;
     out.resize(align_up(out.size(), uint64_t(1) << align), 0);
     uint64_t at = 8 + entry * i, offset = out.size(), size = slices[i].bytes.size();
     put_be32_at(out, at, slices[i].cputype);

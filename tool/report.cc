@@ -61,9 +61,11 @@ void slice_text(std::ostringstream& out, const SliceReport& slice, bool inspect,
   if (!slice.left_unchanged_because.empty()) out << indent << "  left unchanged: " << slice.left_unchanged_because << "\n";
   for (const std::string& warning : slice.warnings) out << indent << "  warning: " << warning << "\n";
   if (slice.changed) out << indent << "  signature after: " << signature_line(slice.signature_after) << "\n";
+  for (const RuleViolation& violation : slice.loader_rules) out << indent << "  breaks " << describe(violation) << "\n";
 }
 
 void macho_text(std::ostringstream& out, const MachOReport& macho, bool inspect, const std::string& indent) {
+  for (const RuleViolation& violation : macho.loader_rules) out << indent << "breaks " << describe(violation) << "\n";
   for (const SliceReport& slice : macho.slices) slice_text(out, slice, inspect, indent);
 }
 
@@ -162,6 +164,18 @@ void json_signature(Json& json, const SignatureReport& signature) {
   json.end_object();
 }
 
+void json_loader_rules(Json& json, const std::vector<RuleViolation>& violations) {
+  json.key("loader_rules").begin_array();
+  for (const RuleViolation& violation : violations) {
+    json.begin_object();
+    json.field("rule", violation.rule);
+    json.field("offset", violation.offset);
+    json.field("message", violation.message);
+    json.end_object();
+  }
+  json.end_array();
+}
+
 void json_dylib(Json& json, const DylibReport& dylib) {
   json.begin_object();
   json.field("ordinal", dylib.ordinal);
@@ -198,6 +212,7 @@ void json_slice(Json& json, const SliceReport& slice) {
   json.key("signature_after");
   if (slice.changed) json_signature(json, slice.signature_after);
   else json.null();
+  json_loader_rules(json, slice.loader_rules);
   json.end_object();
 }
 
@@ -206,6 +221,7 @@ void json_macho(Json& json, const MachOReport& macho) {
   json.field("universal", macho.universal);
   json.field("fat64", macho.fat64);
   json.field("changed", macho.changed);
+  json_loader_rules(json, macho.loader_rules);
   json.key("slices").begin_array();
   for (const SliceReport& slice : macho.slices) json_slice(json, slice);
   json.end_array();

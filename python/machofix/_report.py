@@ -41,6 +41,13 @@ class DylibReport:
 
 
 @dataclass(frozen=True)
+class LoaderRuleViolation:
+    rule: str  # the rule's id, docs/loader-rules.md
+    offset: int  # file offset of the offending bytes
+    message: str
+
+
+@dataclass(frozen=True)
 class SliceReport:
     arch: str
     filetype: str
@@ -55,6 +62,7 @@ class SliceReport:
     signature: SignatureReport
     changed: bool
     signature_after: Optional[SignatureReport]
+    loader_rules: List[LoaderRuleViolation] = field(default_factory=list)  # the loader rules it breaks
 
 
 @dataclass(frozen=True)
@@ -63,6 +71,7 @@ class MachOReport:
     fat64: bool
     changed: bool
     slices: List[SliceReport]
+    loader_rules: List[LoaderRuleViolation] = field(default_factory=list)  # universal header's, offsets in the file
 
 
 @dataclass(frozen=True)

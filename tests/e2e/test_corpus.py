@@ -12,7 +12,11 @@ For every Mach-O file of the fetched corpus:
    refuses the file (exit 2, naming the slice and the page, nothing written, input
    untouched; under --adhoc too for the identity-signed one); with --resign-invalid
    it is pruned as usual, re-signed, verifies, and the JSON says where the input
-   signature was wrong.
+   signature was wrong;
+ - every file passes the loader's rules (docs/loader-rules.md) before and after a
+   rewrite (`verify` checks them), except the ones in BREAKS_LOADER_RULES, which dyld
+   refuses: `verify` names the rule, and `sign` and `prune` refuse them, writing
+   nothing (--resign-invalid does not change that).
 Usage: test_corpus.py MACHOFIX WORK_DIR   (run after fetch_corpus.py)
 """
 import json
@@ -48,6 +52,10 @@ FLAT_NAMESPACE = {"bin/esbuild"}
 # A thin dylib, a universal bundle (x86_64 unsigned), the identity-signed universal
 # executable and a flat-namespace executable: their arm64 __text is changed.
 TAMPERED = {"bins/mac-arm64-metal/libggml-metal.so", "fsevents.node", "bin/sentry-cli", "bin/esbuild"}
+# Real files dyld refuses to load. esbuild is linked by Go's internal linker (before
+# Go 1.24) with SDK 12.0 and no LC_UUID: dyld enforces LC_UUID from that SDK on, and
+# macOS 26 refuses such binaries ("missing LC_UUID load command", golang/go#68678).
+BREAKS_LOADER_RULES = {"bin/esbuild": {"arm64": ["uuid-present"]}}
 
 
 def run(*args):
@@ -59,11 +67,36 @@ def same_bytes(a, b):
         return x.read() == y.read()
 
 
+def loader_rules_in(report):
+    """{arch: [rule ids]} of the slices of a JSON report's single file that break any."""
+    slices = report["files"][0]["macho"]["slices"]
+    return {s["arch"]: [v["rule"] for v in s["loader_rules"]] for s in slices if s["loader_rules"]}
+
+
+def check_refused(machofix, entry, work):
+    """A file dyld refuses: verify names the rules, sign and prune write nothing."""
+    problems = []
+    source, expected = entry["cached_path"], BREAKS_LOADER_RULES[entry["path"]]
+    verified = run(machofix, "verify", source, "--json")
+    if verified.returncode != 1 or loader_rules_in(json.loads(verified.stdout)) != expected:
+        problems.append(f"verify must report exactly {expected} (exit {verified.returncode})")
+    for command in ("sign", "prune"):
+        output = os.path.join(work, command)
+        result = run(machofix, command, source, "-o", output)
+        named = all(f"loader rule {rule}" in result.stderr for rules in expected.values() for rule in rules)
+        if result.returncode != 2 or not named or os.path.exists(output):
+            problems.append(f"{command} must refuse the file naming {expected}, writing nothing: {result.stderr.strip()}")
+    return problems
+
+
 def check_sign_and_verify(machofix, entry, work):
     problems = []
     source = entry["cached_path"]
-    if run(machofix, "verify", source).returncode != 0:
+    verified = run(machofix, "verify", source, "--json")
+    if verified.returncode != 0:
         problems.append("verify rejects the original")
+    elif loader_rules_in(json.loads(verified.stdout)):
+        problems.append("verify passes a file that breaks a loader rule")
     signed = os.path.join(work, "signed")
     result = run(machofix, "sign", source, "-o", signed)
     if entry["path"] in IDENTITY_SIGNED:
@@ -174,8 +207,13 @@ def check_tampered(machofix, entry, work):
         found += [f"independent signature check: {d[:2]}" for s, d in codesign_check.check_file(pruned) if s == "invalid"]
         return found + imports.compare(pruned, expected_reference(original, removed), original)
 
-    problems += tamper.check_resigned([machofix, "prune", tampered, "-o", output, "--resign-invalid", "--json", *adhoc],
-                                      output, "arm64", page_text, page_at, verify)
+    if path in BREAKS_LOADER_RULES:  # re-signing it would make a file dyld refuses look valid
+        rules = [f"loader rule {rule}" for rules in BREAKS_LOADER_RULES[path].values() for rule in rules]
+        problems += tamper.check_refused([machofix, "prune", tampered, "-o", output, "--resign-invalid", *adhoc], tampered,
+                                         output, work, [tampered, "slice arm64", *rules])
+    else:
+        problems += tamper.check_resigned([machofix, "prune", tampered, "-o", output, "--resign-invalid", "--json", *adhoc],
+                                          output, "arm64", page_text, page_at, verify)
     return [f"tampered: {problem}" for problem in problems]
 
 
@@ -192,8 +230,11 @@ def main():
         case_dir = os.path.join(work, entry["package"].replace("/", "+"), entry["path"].replace("/", "+"))
         shutil.rmtree(case_dir, ignore_errors=True)
         os.makedirs(case_dir)
-        problems = (check_sign_and_verify(machofix, entry, case_dir) + check_flipped_byte(machofix, entry, case_dir)
-                    + check_prune(machofix, entry, case_dir))
+        if entry["path"] in BREAKS_LOADER_RULES:
+            problems = check_refused(machofix, entry, case_dir) + check_flipped_byte(machofix, entry, case_dir)
+        else:
+            problems = (check_sign_and_verify(machofix, entry, case_dir) + check_flipped_byte(machofix, entry, case_dir)
+                        + check_prune(machofix, entry, case_dir))
         if entry["path"] in TAMPERED:
             problems += check_tampered(machofix, entry, case_dir)
         print(f"{'FAIL' if problems else 'ok  '} {entry['package']} {entry['path']}")

@@ -12,11 +12,13 @@
 //   [__text contents (16-aligned)][LINKEDIT blobs, each 8-aligned]
 // __TEXT (file offset 0, up to the LINKEDIT blobs, one __text section) and __LINKEDIT
 // (the blobs) are the first two load commands unless without_segments() is used; an
-// MH_DYLIB (the default file type) then gets an LC_ID_DYLIB unless it has one.
+// MH_DYLIB (the default file type) then gets an LC_ID_DYLIB unless it has one, an
+// MH_EXECUTE an LC_LOAD_DYLINKER and an LC_MAIN.
 // The blobs come in this order: LC_DYLD_INFO streams (rebase, bind, weak bind, lazy
 // bind, export), chained fixups, exports trie, other linkedit_data blobs, symbol
 // table, string table. LC_SYMTAB goes where symtab() was called, or last if symbols
-// were added but symtab() never was.
+// were added but symtab() never was; an LC_DYSYMTAB follows it. So built, an image
+// passes the loader's rules (core/loader_rules.h) unless a test breaks one on purpose.
 //
 // The resulting Image reports the file offset of everything placed (commands, each
 // blob, each nlist entry, each chained import, the data-offset field that points at
@@ -47,6 +49,8 @@ constexpr uint32_t LC_UUID = 0x1b;
 constexpr uint32_t LC_FUNCTION_STARTS = 0x26;
 constexpr uint32_t LC_DATA_IN_CODE = 0x29;
 constexpr uint32_t LC_SOURCE_VERSION = 0x2a;
+constexpr uint32_t LC_LOAD_DYLINKER = 0xe;
+constexpr uint32_t LC_MAIN = 0x80000028;
 constexpr uint8_t N_SECT = 0x0e;
 constexpr uint16_t N_WEAK_REF = 0x40;
 constexpr uint16_t N_WEAK_DEF = 0x80;
@@ -306,12 +310,14 @@ inline uint64_t chained_import_size(uint32_t format) {
   return format == macho::DYLD_CHAINED_IMPORT ? 4 : format == macho::DYLD_CHAINED_IMPORT_ADDEND ? 8 : 16;
 }
 
-// dyld_chained_fixups_header (version 0), a starts-in-image with seg_count 0, the
-// imports table in `format` (1, 2 or 3) and uncompressed names.
-inline ChainedFixups make_chained_fixups(uint32_t format, const std::vector<ChainedImport>& imports) {
+// dyld_chained_fixups_header (version 0), a starts-in-image with one empty entry per
+// segment (dyld requires seg_count to be the number of segments), the imports table
+// in `format` (1, 2 or 3) and uncompressed names.
+inline ChainedFixups make_chained_fixups(uint32_t format, const std::vector<ChainedImport>& imports,
+                                         uint32_t segment_count = 0) {
   ChainedFixups fixups;
   const uint64_t starts_offset = 32;
-  fixups.imports_offset = align_up(starts_offset + 4, 8);
+  fixups.imports_offset = align_up(starts_offset + 4 + 4 * uint64_t(segment_count), 8);
   fixups.symbols_offset = fixups.imports_offset + imports.size() * chained_import_size(format);
   std::vector<uint8_t> names;
   for (const ChainedImport& import : imports) {
@@ -327,7 +333,7 @@ inline ChainedFixups make_chained_fixups(uint32_t format, const std::vector<Chai
   append_u32(out, format);
   append_u32(out, 0);  // symbols_format: uncompressed
   out.resize(starts_offset, 0);
-  append_u32(out, 0);  // dyld_chained_starts_in_image.seg_count
+  append_u32(out, segment_count);  // dyld_chained_starts_in_image.seg_count; every seg_info_offset 0: no fixups
   out.resize(fixups.imports_offset, 0);
   for (size_t i = 0; i < imports.size(); ++i) {
     const ChainedImport& import = imports[i];
@@ -460,6 +466,12 @@ class MachOBuilder {
   // An MH_DYLIB gets LC_ID_DYLIB "/usr/lib/libsynthetic.dylib" right after the segments
   // unless id_dylib() was called (dyld requires one); this turns that off.
   MachOBuilder& without_id_dylib() { return auto_id_ = false, *this; }
+  // Linkers write LC_DYSYMTAB right after LC_SYMTAB (dyld refuses an image with neither
+  // LC_DYLD_INFO nor LC_DYSYMTAB); so does build(), unless this turns it off.
+  MachOBuilder& without_dysymtab() { return auto_dysymtab_ = false, *this; }
+  // An MH_EXECUTE gets LC_LOAD_DYLINKER "/usr/lib/dyld" and an LC_MAIN pointing at
+  // __text right after the segments (dyld requires both); this turns that off.
+  MachOBuilder& without_entry() { return auto_entry_ = false, *this; }
 
   // ---- dylib commands
   MachOBuilder& dylib(uint32_t cmd, const std::string& name, uint32_t current_version = 0x10000,
@@ -516,9 +528,10 @@ class MachOBuilder {
 
   // ---- LC_DYLD_CHAINED_FIXUPS, LC_DYLD_EXPORTS_TRIE, other linkedit_data_commands
   MachOBuilder& chained_fixups(uint32_t format, const std::vector<ChainedImport>& imports) {
-    ChainedFixups fixups = make_chained_fixups(format, imports);
-    Pending pending{Pending::LinkeditData, macho::LC_DYLD_CHAINED_FIXUPS, {}, {{"chained fixups", fixups.bytes}}};
-    pending.chained = fixups;
+    // Made again by build(), which knows how many segments the starts must cover.
+    Pending pending{Pending::LinkeditData, macho::LC_DYLD_CHAINED_FIXUPS, {}, {{"chained fixups", {}}}};
+    pending.chained = make_chained_fixups(format, imports);
+    pending.chained_request = {format, imports};
     return pending_.push_back(std::move(pending)), *this;
   }
   MachOBuilder& exports_trie(const std::vector<uint8_t>& trie) {
@@ -548,9 +561,24 @@ class MachOBuilder {
     }
     bool has_id = std::any_of(pending_.begin(), pending_.end(), [](const Pending& p) { return p.cmd == macho::LC_ID_DYLIB; });
     if (filetype_ == macho::MH_DYLIB && auto_id_ && !has_id) pending.push_back(dylib_pending(macho::LC_ID_DYLIB, kDefaultInstallName));
+    if (filetype_ == macho::MH_EXECUTE && auto_entry_) {
+      pending.push_back(dylinker_pending());
+      pending.push_back({Pending::Main, LC_MAIN, {}, {}});
+    }
     pending.insert(pending.end(), pending_.begin(), pending_.end());
+    for (Pending& p : pending) {
+      if (!p.chained_request) continue;
+      p.chained = make_chained_fixups(p.chained_request->first, p.chained_request->second, segments_ ? 2 : 0);
+      p.blobs[0].second = p.chained->bytes;
+    }
+    // Without LC_DYLD_INFO, dyld needs LC_DYSYMTAB, which needs LC_SYMTAB, even when empty.
+    bool opcodes = std::any_of(pending.begin(), pending.end(), [](const Pending& p) { return p.kind == Pending::DyldInfo; });
     bool has_symtab = std::any_of(pending.begin(), pending.end(), [](const Pending& p) { return p.kind == Pending::Symtab; });
-    if (!symbols_.empty() && !has_symtab) pending.push_back({Pending::Symtab, macho::LC_SYMTAB, {}, {}});
+    if ((!symbols_.empty() || (!opcodes && auto_dysymtab_)) && !has_symtab) {
+      pending.push_back({Pending::Symtab, macho::LC_SYMTAB, {}, {}});
+      has_symtab = true;
+    }
+    add_dysymtab(pending);
 
     // Load command sizes and offsets.
     Image image;
@@ -626,6 +654,10 @@ class MachOBuilder {
         case Pending::Plain:
           append_bytes(command, p.body);
           break;
+        case Pending::Main:
+          append_u64(command, image.text.offset);  // entryoff
+          append_u64(command, 0);                  // stacksize
+          break;
         case Pending::TextSegment:
           segment(command, "__TEXT", 0, 0, image.linkedit.offset, 5, &image.text);
           break;
@@ -684,11 +716,12 @@ class MachOBuilder {
   static constexpr const char* kDefaultInstallName = "/usr/lib/libsynthetic.dylib";
 
   struct Pending {
-    enum Kind { Plain, TextSegment, LinkeditSegment, Symtab, DyldInfo, LinkeditData } kind;
+    enum Kind { Plain, Main, TextSegment, LinkeditSegment, Symtab, DyldInfo, LinkeditData } kind;
     uint32_t cmd;
     std::vector<uint8_t> body;                                      // Plain
     std::vector<std::pair<std::string, std::vector<uint8_t>>> blobs;  // DyldInfo, LinkeditData
     std::optional<ChainedFixups> chained = {};
+    std::optional<std::pair<uint32_t, std::vector<ChainedImport>>> chained_request = {};  // chained_fixups()'s arguments
   };
 
   static Pending dylib_pending(uint32_t cmd, const std::string& name, uint32_t current_version = 0x10000,
@@ -702,6 +735,35 @@ class MachOBuilder {
     return {Pending::Plain, cmd, std::move(body), {}};
   }
 
+  static Pending dylinker_pending() {
+    std::vector<uint8_t> body;
+    append_u32(body, 12);  // name offset
+    append_cstr(body, "/usr/lib/dyld");
+    return {Pending::Plain, LC_LOAD_DYLINKER, std::move(body), {}};
+  }
+
+  // dysymtab_command after cmd/cmdsize: the local, external-defined and undefined
+  // symbol counts (in that order in the table when the symbols were added that way).
+  std::vector<uint8_t> dysymtab_body() const {
+    uint32_t locals = 0, defined = 0, undefined = 0;
+    for (const Nlist& entry : symbols_) {
+      if (!(entry.type & macho::N_EXT)) ++locals;
+      else if ((entry.type & macho::N_TYPE) == macho::N_UNDF) ++undefined;
+      else ++defined;
+    }
+    std::vector<uint8_t> body;
+    for (uint32_t value : {0u, locals, locals, defined, locals + defined, undefined}) append_u32(body, value);
+    body.resize(72, 0);  // no toc, modules, external references, indirect symbols or relocations
+    return body;
+  }
+
+  void add_dysymtab(std::vector<Pending>& pending) const {
+    auto symtab = std::find_if(pending.begin(), pending.end(), [](const Pending& p) { return p.kind == Pending::Symtab; });
+    bool present = std::any_of(pending.begin(), pending.end(), [](const Pending& p) { return p.cmd == macho::LC_DYSYMTAB; });
+    if (auto_dysymtab_ && symtab != pending.end() && !present)
+      pending.insert(symtab + 1, {Pending::Plain, macho::LC_DYSYMTAB, dysymtab_body(), {}});
+  }
+
   MachOBuilder& add(Pending::Kind kind, uint32_t cmd, std::vector<uint8_t> body) {
     pending_.push_back({kind, cmd, std::move(body), {}});
     return *this;
@@ -710,6 +772,7 @@ class MachOBuilder {
   uint64_t command_size(const Pending& p) const {
     switch (p.kind) {
       case Pending::Plain: return align_up(8 + p.body.size(), 8);
+      case Pending::Main: return 24;
       case Pending::TextSegment: return 72 + 80;
       case Pending::LinkeditSegment: return 72;
       case Pending::Symtab: return 24;
@@ -768,6 +831,8 @@ class MachOBuilder {
   uint64_t linkedit_alignment_ = 8;
   bool segments_ = true;
   bool auto_id_ = true;
+  bool auto_dysymtab_ = true;
+  bool auto_entry_ = true;
   std::vector<Pending> pending_;
   std::vector<Nlist> symbols_;
   std::optional<uint32_t> ncmds_override_, sizeofcmds_override_;

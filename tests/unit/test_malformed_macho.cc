@@ -616,8 +616,9 @@ TEST_CASE("chained fixups: the imports table past the blob") {
   Image image = chained_builder().build();
   uint64_t blob = image.chained_fixups.offset;
   SUBCASE("imports_count too large") {
+    // The imports follow the header (28 bytes, 32 with padding) and the starts of the two segments.
     CHECK_MALFORMED(image.put32(blob + 16, 1000).bytes, blob + 16,
-                    "1000 chained imports at 0x28 run past the end of the chained fixups data");
+                    "1000 chained imports at 0x30 run past the end of the chained fixups data");
   }
   SUBCASE("imports_count * 16 beyond 32 bits (format 3)") {
     Image wide = chained_builder(macho::DYLD_CHAINED_IMPORT_ADDEND64).build();

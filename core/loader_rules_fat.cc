@@ -1,0 +1,109 @@
+// Loader rules on a universal file's header and slice placement
+// (dyld mach_o::Universal::valid / validSlice, dyld3 FatFile::forEachSlice), and
+// the whole-image entry point that also checks each 64-bit slice.
+#include <vector>
+
+#include "core/error.h"
+#include "core/loader_rules.h"
+#include "core/macho.h"
+#include "core/macho_format.h"
+
+namespace machofix {
+
+namespace {
+
+constexpr uint32_t kMaxFatArchs = (4096 - 8) / 20;  // FatFile::forEachSlice: the header fits in a page
+constexpr uint32_t CPU_TYPE_ARM64_32 = 12 | 0x02000000;
+
+struct Entry {
+  uint32_t cputype, cpusubtype;
+  uint64_t offset, size;
+  uint64_t at;  // the fat_arch(_64) in the file
+};
+
+std::string arch_name(uint32_t cputype, uint32_t cpusubtype) { return cpu_name(cputype, cpusubtype); }
+std::string arch_detail(uint32_t cputype, uint32_t cpusubtype) {
+  return cpu_name(cputype, cpusubtype) + ", cpusubtype " + hex(cpusubtype);
+}
+
+// Architecture equality as mach_o::Architecture defines it: arm64 subtypes compare
+// with their capability bits, others without.
+bool same_arch(uint32_t type_a, uint32_t sub_a, uint32_t type_b, uint32_t sub_b) {
+  if (type_a != type_b || ((sub_a ^ sub_b) & 0x00ffffff)) return false;
+  return type_a != macho::CPU_TYPE_ARM64 || sub_a == sub_b;
+}
+
+std::vector<Entry> read_entries(const Bytes& file, bool fat64, uint32_t count) {
+  std::vector<Entry> entries;
+  uint64_t entry_size = fat64 ? 32 : 20;
+  for (uint32_t i = 0; i < count; ++i) {
+    uint64_t at = 8 + i * entry_size;
+    entries.push_back({file.be32(at), file.be32(at + 4), fat64 ? file.be64(at + 8) : file.be32(at + 8),
+                       fat64 ? file.be64(at + 16) : file.be32(at + 12), at});
+  }
+  return entries;
+}
+
+void check_slice_header(const Bytes& file, const Entry& entry, std::vector<RuleViolation>& found) {
+  Bytes slice = file.sub(entry.offset, entry.size, "universal slice");
+  if (slice.size() < 28 || !looks_like_thin_macho(slice)) return;  // not a Mach-O: nothing dyld checks here
+  uint32_t cputype = slice.u32(4), cpusubtype = slice.u32(8);
+  bool pages16k = cputype == macho::CPU_TYPE_ARM64 || cputype == CPU_TYPE_ARM64_32;
+  uint64_t page = pages16k ? 0x4000 : 0x1000;
+  if (entry.offset % page)
+    found.push_back({"fat-slice-aligned", file.base() + entry.at + 8, arch_name(entry.cputype, entry.cpusubtype) + " slice at " + hex(entry.offset) +
+                                                             " is not page aligned (" + hex(page) + ")"});
+  if (!same_arch(cputype, cpusubtype, entry.cputype, entry.cpusubtype))
+    found.push_back({"fat-slice-arch", file.base() + entry.at, "cpu type/subtype in slice (" + arch_detail(cputype, cpusubtype) +
+                                                                    ") does not match fat header (" + arch_detail(entry.cputype, entry.cpusubtype) + ")"});
+}
+
+void check_entries(const Bytes& file, const std::vector<Entry>& entries, std::vector<RuleViolation>& found) {
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const Entry& entry = entries[i];
+    std::string name = arch_name(entry.cputype, entry.cpusubtype);
+    if (!fits(entry.offset, entry.size, file.size())) {
+      found.push_back({"fat-slice-in-file", file.base() + entry.at + 8, name + " slice extends beyond end of file"});
+      continue;
+    }
+    for (size_t j = 0; j < i; ++j) {
+      const Entry& other = entries[j];
+      if (same_arch(entry.cputype, entry.cpusubtype, other.cputype, other.cpusubtype))
+        found.push_back({"fat-duplicate-arch", file.base() + entry.at, "duplicate " + name + " slices"});
+      if (entry.size && other.size && entry.offset < other.offset + other.size && other.offset < entry.offset + entry.size)
+        found.push_back({"fat-overlap", file.base() + entry.at + 8, "overlapping slices (" + name + " and " + arch_name(other.cputype, other.cpusubtype) + ")"});
+    }
+    check_slice_header(file, entry, found);
+  }
+}
+
+}  // namespace
+
+std::vector<RuleViolation> check_universal_rules(const Bytes& file) {
+  std::vector<RuleViolation> found;
+  bool fat64 = file.size() >= 4 && file.be32(0) == macho::FAT_MAGIC_64;
+  uint64_t entry_size = fat64 ? 32 : 20;
+  if (file.size() < 8 + entry_size) return {{"fat-header", file.base(), "fat file too short"}};
+  uint32_t count = file.be32(4);
+  if (count > kMaxFatArchs) return {{"fat-header", file.base() + 4, "fat header too large: " + std::to_string(count) + " entries"}};
+  // A 32-bit header must have room for one more entry: dyld looks there for a hidden arm64 slice.
+  uint64_t headers = 8 + (fat64 ? count : count + 1) * entry_size;
+  if (headers > file.size()) return {{"fat-header", file.base() + 4, "slice headers extend beyond end of file"}};
+  check_entries(file, read_entries(file, fat64, count), found);
+  return found;
+}
+
+std::vector<RuleViolation> check_image_rules(const Bytes& file) {
+  if (!looks_like_universal(file)) return check_loader_rules(file);
+  std::vector<RuleViolation> found = check_universal_rules(file);
+  if (!found.empty()) return found;  // slices cannot be located reliably
+  bool fat64 = file.be32(0) == macho::FAT_MAGIC_64;
+  for (const Entry& entry : read_entries(file, fat64, file.be32(4))) {
+    if (!(entry.cputype & macho::CPU_ARCH_ABI64)) continue;  // machofix leaves 32-bit slices alone
+    std::vector<RuleViolation> slice = check_loader_rules(Bytes(file.data() + entry.offset, entry.size, file.base() + entry.offset));
+    found.insert(found.end(), slice.begin(), slice.end());
+  }
+  return found;
+}
+
+}  // namespace machofix
