@@ -61,7 +61,7 @@ const std::vector<LoaderRule>& loader_rules() {
 }
 
 std::string describe(const RuleViolation& violation) {
-  return "loader rule " + violation.rule + " (offset " + hex(violation.offset) + "): " + violation.message;
+  return "loader rule " + violation.rule + " at offset " + hex(violation.offset) + ": " + violation.message;
 }
 
 namespace {

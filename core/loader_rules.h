@@ -47,7 +47,7 @@ std::vector<RuleViolation> check_universal_rules(const Bytes& file);
 // Thin or universal: the universal rules and every 64-bit slice's rules.
 std::vector<RuleViolation> check_image_rules(const Bytes& file);
 
-// "loader rule <id> (offset 0x..): <message>"
+// "loader rule <id> at offset 0x..: <message>"
 std::string describe(const RuleViolation& violation);
 
 // Throws an Error at the first violation's offset: "<what> breaks the loader rule

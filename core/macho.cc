@@ -3,6 +3,7 @@
 #include "core/macho_format.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace machofix {
 
@@ -122,6 +123,16 @@ const char* command_name(uint32_t cmd) {
   return "load command";
 }
 
+// The loader rule a refusal mirrors (docs/loader-rules.md), for the message.
+std::string rule(const char* id) { return std::string(" (loader rule ") + id + ")"; }
+
+// Like Bytes::require, naming the loader rule: dyld wants these commands whole.
+void require_command_size(const Bytes& body, uint64_t size, const char* what) {
+  if (body.size() < size)
+    body.fail_here(0, std::string(what) + " (" + std::to_string(size) + " bytes) runs past the end of its container (" +
+                          std::to_string(body.size()) + " bytes from " + hex(body.base()) + ")" + rule("lc-cmdsize-exact"));
+}
+
 class Reader {
  public:
   explicit Reader(const Bytes& bytes) : bytes_(bytes) { image_.bytes = bytes; }
@@ -150,24 +161,26 @@ class Reader {
     if (!rewritable_filetype(image_.filetype))
       bytes_.fail_here(12, "a " + filetype_description(image_.filetype) + " is not supported (only dylibs, bundles and executables)");
     if (!fits(kHeaderSize64, image_.sizeofcmds, bytes_.size()))
-      bytes_.fail_here(20, "sizeofcmds " + std::to_string(image_.sizeofcmds) + " runs past the end of the file");
+      bytes_.fail_here(20, "sizeofcmds " + std::to_string(image_.sizeofcmds) + " runs past the end of the file" + rule("lc-sizeofcmds"));
     if (image_.ncmds > image_.sizeofcmds / 8)
       bytes_.fail_here(16, "ncmds " + std::to_string(image_.ncmds) + " cannot fit in sizeofcmds " +
-                               std::to_string(image_.sizeofcmds));
+                               std::to_string(image_.sizeofcmds) + rule("lc-walk"));
   }
 
   void read_commands() {
     uint64_t end = kHeaderSize64 + image_.sizeofcmds;
     uint64_t offset = kHeaderSize64;
     for (uint32_t index = 0; index < image_.ncmds; ++index) {
-      if (end - offset < 8) bytes_.fail_here(offset, "load command " + std::to_string(index) + " runs past sizeofcmds");
+      if (end - offset < 8)
+        bytes_.fail_here(offset, "load command " + std::to_string(index) + " runs past sizeofcmds" + rule("lc-walk"));
       LoadCommand command{bytes_.u32(offset), bytes_.u32(offset + 4), offset};
       if (command.size < 8 || command.size % 8 != 0)
         bytes_.fail_here(offset + 4, "load command " + std::to_string(index) + " has cmdsize " +
-                                         std::to_string(command.size) + " (must be a nonzero multiple of 8)");
+                                         std::to_string(command.size) + " (must be a nonzero multiple of 8)" +
+                                         rule(command.size < 8 ? "lc-cmdsize-min" : "lc-cmdsize-align"));
       if (command.size > end - offset)
         bytes_.fail_here(offset + 4, "load command " + std::to_string(index) + " (cmdsize " +
-                                         std::to_string(command.size) + ") runs past sizeofcmds");
+                                         std::to_string(command.size) + ") runs past sizeofcmds" + rule("lc-cmdsize-fits"));
       image_.commands.push_back(command);
       read_command(command, image_.commands.size() - 1);
       offset += command.size;
@@ -196,10 +209,13 @@ class Reader {
   }
 
   std::string dylib_name(const Bytes& body) {
-    body.require(0, 24, "dylib command");
+    require_command_size(body, 24, "dylib command");
     uint32_t name_offset = body.u32(8);
     if (name_offset < 24 || name_offset >= body.size())
-      body.fail_here(8, "dylib name offset " + std::to_string(name_offset) + " lies outside its load command");
+      body.fail_here(8, "dylib name offset " + std::to_string(name_offset) + " lies outside its load command" +
+                            rule("lc-string-offset"));
+    if (!std::memchr(body.data() + name_offset, 0, body.size() - name_offset))
+      body.fail_here(name_offset, "dylib install name is not NUL-terminated" + rule("lc-string-terminated"));
     return std::string(body.cstr(name_offset, "dylib install name"));
   }
 
@@ -215,12 +231,12 @@ class Reader {
   }
 
   void read_id_dylib(const Bytes& body) {
-    if (image_.id_name) body.fail_here(0, "duplicate LC_ID_DYLIB");
+    if (image_.id_name) body.fail_here(0, "duplicate LC_ID_DYLIB" + rule("lc-unique"));
     image_.id_name = dylib_name(body);
   }
 
   void read_segment(const Bytes& body, size_t index) {
-    body.require(0, 72, "LC_SEGMENT_64");
+    require_command_size(body, 72, "LC_SEGMENT_64");
     Segment segment;
     segment.name = body.fixed_string(8, 16, "segment name");
     segment.vmaddr = body.u64(24);
@@ -230,10 +246,11 @@ class Reader {
     segment.command_index = index;
     uint32_t section_count = body.u32(64);
     if (section_count > (body.size() - 72) / 80)
-      body.fail_here(64, "segment " + segment.name + ": " + std::to_string(section_count) + " sections do not fit in cmdsize");
+      body.fail_here(64, "segment " + segment.name + ": " + std::to_string(section_count) + " sections do not fit in cmdsize" +
+                             rule("lc-cmdsize-exact"));
     if (!fits(segment.file_offset, segment.file_size, bytes_.size()))
       body.fail_here(40, "segment " + segment.name + " (fileoff " + hex(segment.file_offset) + ", filesize " +
-                             hex(segment.file_size) + ") runs past the end of the file");
+                             hex(segment.file_size) + ") runs past the end of the file" + rule("seg-in-file"));
     for (uint32_t i = 0; i < section_count; ++i) {
       uint64_t at = 72 + uint64_t(i) * 80;
       Section section;
@@ -253,7 +270,7 @@ class Reader {
     DataRange range{body.u32(field), body.u32(field + 4), true};
     if (!fits(range.offset, range.size, bytes_.size()))
       body.fail_here(field, std::string(what) + " (offset " + hex(range.offset) + ", size " + hex(range.size) +
-                                ") runs past the end of the file");
+                                ") runs past the end of the file" + rule("linkedit-in-segment"));
     placed_.push_back({what, body.base() - bytes_.base() + field, range.offset, range.size});
     return range;
   }
@@ -274,28 +291,30 @@ class Reader {
     for (size_t i = 0; i < ranges.size(); ++i) {
       if (ranges[i].offset < commands_end)
         bytes_.fail_here(ranges[i].field, std::string(ranges[i].what) + " at " + hex(ranges[i].offset) +
-                                              " overlaps the load commands (which end at " + hex(commands_end) + ")");
+                                              " overlaps the load commands (which end at " + hex(commands_end) + ")" +
+                                              rule("linkedit-in-segment"));
       // dyld refuses LINKEDIT data outside its segment; so do we, before editing it.
       if (linkedit && (ranges[i].offset < linkedit->file_offset ||
                        ranges[i].offset + ranges[i].size > linkedit->file_offset + linkedit->file_size))
         bytes_.fail_here(ranges[i].field, std::string(ranges[i].what) + " at " + hex(ranges[i].offset) +
                                               " lies outside __LINKEDIT (file offsets " + hex(linkedit->file_offset) +
-                                              "-" + hex(linkedit->file_offset + linkedit->file_size) + ")");
+                                              "-" + hex(linkedit->file_offset + linkedit->file_size) + ")" +
+                                              rule("linkedit-in-segment"));
       if (i && ranges[i - 1].offset + ranges[i - 1].size > ranges[i].offset)
         bytes_.fail_here(ranges[i].field, std::string(ranges[i].what) + " at " + hex(ranges[i].offset) + " overlaps " +
-                                              ranges[i - 1].what);
+                                              ranges[i - 1].what + rule("linkedit-overlap"));
     }
   }
 
   void read_data_range(const Bytes& body, uint32_t cmd, DataRange& into) {
-    if (into.present) body.fail_here(0, std::string("duplicate ") + command_name(cmd));
-    body.require(0, 16, command_name(cmd));
+    if (into.present) body.fail_here(0, std::string("duplicate ") + command_name(cmd) + rule("lc-unique"));
+    require_command_size(body, 16, command_name(cmd));
     into = range_at(body, 8, command_name(cmd));
   }
 
   void read_symtab(const Bytes& body) {
-    if (image_.symtab.present) body.fail_here(0, "duplicate LC_SYMTAB");
-    body.require(0, 24, "LC_SYMTAB");
+    if (image_.symtab.present) body.fail_here(0, "duplicate LC_SYMTAB" + rule("lc-unique"));
+    require_command_size(body, 24, "LC_SYMTAB");
     Symtab& symtab = image_.symtab;
     symtab.present = true;
     symtab.symbols_offset = body.u32(8);
@@ -304,18 +323,18 @@ class Reader {
     symtab.strings_size = body.u32(20);
     if (!fits(symtab.symbols_offset, symtab.symbol_count * kNlist64Size, bytes_.size()))
       body.fail_here(8, "symbol table (" + std::to_string(symtab.symbol_count) + " entries at " +
-                            hex(symtab.symbols_offset) + ") runs past the end of the file");
+                            hex(symtab.symbols_offset) + ") runs past the end of the file" + rule("linkedit-in-segment"));
     if (!fits(symtab.strings_offset, symtab.strings_size, bytes_.size()))
       body.fail_here(16, "string table (offset " + hex(symtab.strings_offset) + ", size " +
-                             hex(symtab.strings_size) + ") runs past the end of the file");
+                             hex(symtab.strings_size) + ") runs past the end of the file" + rule("linkedit-in-segment"));
     uint64_t command = body.base() - bytes_.base();
     placed_.push_back({"symbol table", command + 8, symtab.symbols_offset, symtab.symbol_count * kNlist64Size});
     placed_.push_back({"string table", command + 16, symtab.strings_offset, symtab.strings_size});
   }
 
   void read_dyld_info(const Bytes& body, uint32_t cmd) {
-    if (image_.dyld_info.present) body.fail_here(0, "duplicate LC_DYLD_INFO");
-    body.require(0, 48, command_name(cmd));
+    if (image_.dyld_info.present) body.fail_here(0, "duplicate LC_DYLD_INFO" + rule("lc-unique"));
+    require_command_size(body, 48, command_name(cmd));
     DyldInfo& info = image_.dyld_info;
     info.present = true;
     info.rebase = range_at(body, 8, "rebase info");
