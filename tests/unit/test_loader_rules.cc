@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/fat.h"
 #include "core/loader_rules.h"
 #include "core/macho_format.h"
 #include "core/macho_repair.h"
@@ -555,4 +556,20 @@ TEST_CASE("a universal input whose slices dyld would refuse is refused before an
     CHECK(error.problem().find("the input breaks the loader rule fat-slice-aligned") == 0);
   }
   CHECK(rule_ids(inspect_macho(Bytes(fat)).loader_rules) == std::set<std::string>{"fat-slice-aligned"});
+}
+
+TEST_CASE("a rewrite whose output would break a loader rule is an error: a new universal layout misaligning arm64") {
+  // lipo writes align 14 for arm64; with a header saying 12, laying the slices out
+  // again (here after signing both, which makes them grow) puts arm64 on a 4 KiB page,
+  // where dyld refuses it. The output check catches it: nothing is returned.
+  std::vector<uint8_t> fat = universal({{macho::CPU_TYPE_X86_64, 3, dyld_info_dylib(macho::CPU_TYPE_X86_64).build().bytes},
+                                        {macho::CPU_TYPE_ARM64, 0, dylib().bytes}});
+  put_be32_at(fat, 8 + 20 + 16, 12);
+  REQUIRE(check_image_rules(Bytes(fat)).empty());
+  try {
+    sign_macho(Bytes(fat), RepairOptions{});
+    FAIL("no error");
+  } catch (const Error& error) {
+    CHECK(error.problem().find("the rewritten file breaks the loader rule fat-slice-aligned") == 0);
+  }
 }
