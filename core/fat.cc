@@ -62,7 +62,10 @@ std::vector<uint64_t> layout_universal(Universal& universal, const std::vector<u
   uint64_t position = fat_header_size(universal);
   for (size_t index : order) {
     FatSlice& slice = universal.slices[index];
-    uint64_t alignment = uint64_t(1) << slice.align;
+    // Whatever the header's align field says, dyld wants every slice on a page of its
+    // architecture (loader rule fat-slice-aligned).
+    uint64_t page = slice.cputype == macho::CPU_TYPE_ARM64 || slice.cputype == macho::CPU_TYPE_ARM64_32 ? 0x4000 : 0x1000;
+    uint64_t alignment = std::max(uint64_t(1) << slice.align, page);
     uint64_t aligned = (position + alignment - 1) & ~(alignment - 1);
     // The first slice stays where it was when possible (lipo puts it on a page).
     if (index == order.front()) aligned = std::max(aligned, slice.offset);

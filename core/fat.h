@@ -27,7 +27,8 @@ Universal parse_universal(const Bytes& file);
 
 uint64_t fat_header_size(const Universal& universal);
 
-// Lays slices of new sizes out again (order kept, each at its alignment) and writes
+// Lays slices of new sizes out again (order kept, each at its alignment, and at least
+// on a page of its architecture, as dyld requires) and writes
 // the header into `out`'s first bytes; returns each slice's new offset. Used only
 // when a slice changes size; otherwise slices are patched where they are.
 std::vector<uint64_t> layout_universal(Universal& universal, const std::vector<uint64_t>& new_sizes);

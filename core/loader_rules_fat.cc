@@ -13,7 +13,6 @@ namespace machofix {
 namespace {
 
 constexpr uint32_t kMaxFatArchs = (4096 - 8) / 20;  // FatFile::forEachSlice: the header fits in a page
-constexpr uint32_t CPU_TYPE_ARM64_32 = 12 | 0x02000000;
 
 struct Entry {
   uint32_t cputype, cpusubtype;
@@ -48,7 +47,7 @@ void check_slice_header(const Bytes& file, const Entry& entry, std::vector<RuleV
   Bytes slice = file.sub(entry.offset, entry.size, "universal slice");
   if (slice.size() < 28 || !looks_like_thin_macho(slice)) return;  // not a Mach-O: nothing dyld checks here
   uint32_t cputype = slice.u32(4), cpusubtype = slice.u32(8);
-  bool pages16k = cputype == macho::CPU_TYPE_ARM64 || cputype == CPU_TYPE_ARM64_32;
+  bool pages16k = cputype == macho::CPU_TYPE_ARM64 || cputype == macho::CPU_TYPE_ARM64_32;
   uint64_t page = pages16k ? 0x4000 : 0x1000;
   if (entry.offset % page)
     found.push_back({"fat-slice-aligned", file.base() + entry.at + 8, arch_name(entry.cputype, entry.cpusubtype) + " slice at " + hex(entry.offset) +

@@ -34,6 +34,7 @@ constexpr uint32_t MH_TWOLEVEL = 0x80;
 constexpr uint32_t CPU_ARCH_ABI64 = 0x01000000;
 constexpr uint32_t CPU_TYPE_X86_64 = 7 | CPU_ARCH_ABI64;
 constexpr uint32_t CPU_TYPE_ARM64 = 12 | CPU_ARCH_ABI64;
+constexpr uint32_t CPU_TYPE_ARM64_32 = 12 | 0x02000000;  // CPU_ARCH_ABI64_32
 
 constexpr uint32_t LC_REQ_DYLD = 0x80000000;
 constexpr uint32_t LC_SEGMENT_64 = 0x19;
