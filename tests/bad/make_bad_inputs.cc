@@ -175,7 +175,7 @@ const std::map<std::string, uint32_t> kCommands = {
     {"LC_LOAD_DYLIB", macho::LC_LOAD_DYLIB},       {"LC_ID_DYLIB", macho::LC_ID_DYLIB},
     {"LC_DYLD_INFO_ONLY", macho::LC_DYLD_INFO_ONLY}, {"LC_DYLD_CHAINED_FIXUPS", macho::LC_DYLD_CHAINED_FIXUPS},
     {"LC_DYLD_EXPORTS_TRIE", macho::LC_DYLD_EXPORTS_TRIE}, {"LC_CODE_SIGNATURE", macho::LC_CODE_SIGNATURE},
-    {"LC_UUID", test::LC_UUID},
+    {"LC_UUID", test::LC_UUID},                     {"LC_DYSYMTAB", macho::LC_DYSYMTAB},
 };
 
 class Evaluator {
