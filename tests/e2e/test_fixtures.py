@@ -8,7 +8,9 @@ For every case of tests/fixtures/make_fixtures.py: prune `<case>.in`, then
  - check its signature with an independent hashlib verifier (codesign_check.py):
    a signed input gives a valid signed output;
  - check the cases that must stay byte-identical, the warnings, and that the
-   JSON report names the removed dylibs.
+   JSON report names the removed dylibs;
+ - check that input and output pass every loader rule (docs/loader-rules.md), as
+   `machofix verify --json` reports them.
 Usage: test_fixtures.py MACHOFIX FIXTURE_DIR WORK_DIR
 """
 import collections
@@ -64,6 +66,17 @@ def warnings_in_report(report):
     return [w for f in report["files"] for s in f["macho"]["slices"] for w in s["warnings"]]
 
 
+def broken_loader_rules(machofix, path):
+    """Every loader rule `verify` says the file breaks, as 'arch: rule at offset'."""
+    result = subprocess.run([machofix, "verify", path, "--json"], capture_output=True, text=True)
+    if result.returncode == 2:
+        return [f"verify failed: {result.stderr.strip()}"]
+    macho = json.loads(result.stdout)["files"][0]["macho"]
+    broken = [f"{v['rule']} at {v['offset']:#x}" for v in macho["loader_rules"]]
+    broken += [f"{s['arch']}: {v['rule']} at {v['offset']:#x}" for s in macho["slices"] for v in s["loader_rules"]]
+    return broken
+
+
 def check_case(machofix, fixtures, work, case):
     source = os.path.join(fixtures, case["in"])
     output = os.path.join(work, case["name"] + ".out")
@@ -89,6 +102,9 @@ def check_case(machofix, fixtures, work, case):
             problems.append("nothing to remove, yet the output differs from the input")
     if case.get("expect_warning") and not warnings_in_report(report):
         problems.append("expected a warning about run-time lookups, got none")
+    for name, path in (("input", source), ("output", output)):
+        for broken in broken_loader_rules(machofix, path):
+            problems.append(f"the {name} breaks the loader rule {broken}")
     for index, (before, after) in enumerate(zip(codesign_check.check_file(source), codesign_check.check_file(output))):
         if before[0] == "valid" and after[0] != "valid":
             problems.append(f"slice {index}: signature {after[0]} after pruning: {after[1][:3]}")

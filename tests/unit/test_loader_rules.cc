@@ -3,6 +3,7 @@
 // applies; the rule list in the docs; and machofix refusing an input that breaks a
 // rule, and an output that would.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -13,9 +14,11 @@
 #include <vector>
 
 #include "core/fat.h"
+#include "core/file_io.h"
 #include "core/loader_rules.h"
 #include "core/macho_format.h"
 #include "core/macho_repair.h"
+#include "core/pte.h"
 #include "fuzz/sample_images.h"
 #include "tests/support/macho_builder.h"
 
@@ -575,4 +578,56 @@ TEST_CASE("a universal rewrite that lays slices out again keeps arm64 slices on 
   std::vector<RuleViolation> violations = check_image_rules(Bytes(signed_fat.output));
   INFO(listing(violations));
   CHECK(violations.empty());
+}
+
+// ----------------------------------------------------- the ExecuTorch samples
+
+namespace {
+
+std::string samples_directory() {
+  const char* configured = std::getenv("MACHOFIX_SAMPLES");
+  std::string here = __FILE__;
+  return configured ? configured : here.substr(0, here.rfind("/tests/unit/")) + "/../shared/samples";
+}
+
+// Every Mach-O blob of a .pte/.ptd, checked straight from the container's bytes.
+std::vector<RuleViolation> blob_rules(const Bytes& file) {
+  using namespace pte_internal;
+  Container container = read_container(file);
+  std::vector<RuleViolation> found;
+  for (uint32_t index : macho_segments(container)) {
+    std::vector<RuleViolation> blob = check_image_rules(container.segment_bytes(index));
+    found.insert(found.end(), blob.begin(), blob.end());
+  }
+  return found;
+}
+
+}  // namespace
+
+TEST_CASE("the ExecuTorch samples pass every loader rule, before and after prune" * doctest::test_suite("executorch-samples")) {
+  for (const char* name : {"metal_hashkeys.pte", "metal_methodkeys.pte"}) {
+    CAPTURE(name);
+    MappedFile input(samples_directory() + "/" + name);
+    PteReport report = inspect_pte(input.bytes());
+    REQUIRE(!report.blobs.empty());
+    for (const BlobReport& blob : report.blobs) {
+      CHECK(blob.error == "");
+      CHECK(blob.macho.loader_rules.empty());
+      for (const SliceReport& slice : blob.macho.slices) CHECK(slice.loader_rules.empty());
+    }
+    CHECK(blob_rules(input.bytes()).empty());
+
+    char pattern[] = "/tmp/machofix-rules-test-XXXXXX";
+    std::string directory = mkdtemp(pattern);
+    std::string output = directory + "/out.pte";
+    PteReport pruned = repair_pte(input, output, RepairOptions{}, false);  // prune
+    CHECK(pruned.changed);  // libomp goes
+    {
+      MappedFile written(output);
+      std::vector<RuleViolation> violations = blob_rules(written.bytes());
+      INFO(listing(violations));
+      CHECK(violations.empty());
+    }
+    std::filesystem::remove_all(directory);
+  }
 }
