@@ -197,10 +197,12 @@ const Segment* Check::segment(const std::string& name) const {
 }
 
 size_t Check::dependent_dylib_count() const {
+  if (dylib_count_) return *dylib_count_;  // asked once per bind
   size_t count = 0;
   for (const Command& command : commands)
     count += command.cmd == macho::LC_LOAD_DYLIB || command.cmd == macho::LC_LOAD_WEAK_DYLIB ||
              command.cmd == macho::LC_REEXPORT_DYLIB || command.cmd == macho::LC_LOAD_UPWARD_DYLIB;
+  dylib_count_ = count;
   return count;
 }
 

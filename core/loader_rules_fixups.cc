@@ -20,6 +20,10 @@ namespace {
 // dyld counts dependent dylibs with an implicit libSystem when there is none.
 int64_t dylib_count(const Check& check) { return std::max<int64_t>(1, check.dependent_dylib_count()); }
 
+bool ordinal_ok(const Check& check, int64_t ordinal) {
+  return ordinal <= dylib_count(check) && ordinal >= BIND_SPECIAL_DYLIB_WEAK_LOOKUP;
+}
+
 void check_ordinal(Check& check, int64_t ordinal, uint64_t at, const std::string& where) {
   if (ordinal > dylib_count(check))
     check.add("dylib-ordinal", at, where + " has library ordinal too large (" + std::to_string(ordinal) + ") max (" +
@@ -86,7 +90,8 @@ class BindWalk {
                    std::string(name_) + " bind missing preceding BIND_OPCODE_SET_DYLIB_ORDINAL");
       return;
     }
-    if (!reported_.insert(ordinal_at_).second) return;  // one report per ordinal operand
+    // One report per ordinal operand, however many binds use it.
+    if (ordinal_ok(check_, *ordinal_) || !reported_.insert(ordinal_at_).second) return;
     check_ordinal(check_, *ordinal_, stream_.base() - check_.bytes.base() + ordinal_at_, name_);
   }
 
@@ -101,12 +106,13 @@ class BindWalk {
 // Re-exports in an exports trie: each node's terminal, then its children.
 void check_trie(Check& check, const Bytes& trie) {
   std::vector<uint64_t> pending{0};
-  std::set<uint64_t> visited;
+  std::vector<bool> visited(trie.size(), false);  // a node reached twice is a loop: the reader refuses it
   try {
     while (!pending.empty()) {
       uint64_t node = pending.back();
       pending.pop_back();
-      if (node >= trie.size() || !visited.insert(node).second) continue;
+      if (node >= trie.size() || visited[node]) continue;
+      visited[node] = true;
       Cursor cursor(trie, node);
       uint64_t terminal = cursor.uleb("terminal size").value;
       uint64_t children_at = cursor.position() + terminal;

@@ -110,6 +110,9 @@ class Check {
   std::optional<std::string> install_name() const;
   // The bytes of a command (inside the load-command area once the walk succeeded).
   Bytes body(const Command& command) const { return bytes.sub(command.offset, command.size, "load command"); }
+
+ private:
+  mutable std::optional<size_t> dylib_count_;  // once `commands` is complete
 };
 
 // Stages, in order; each file holds one family of rules.

@@ -439,6 +439,32 @@ TEST_CASE("more than one violation of the same file: each is reported") {
   CHECK(rules_of(image.bytes).size() == 2);
 }
 
+TEST_CASE("the checks never throw: every truncation and single-byte mutation of the samples gives violations, not errors") {
+  std::vector<std::vector<uint8_t>> images = {signed_copy(dylib().bytes), chained_dylib(macho::DYLD_CHAINED_IMPORT_ADDEND64).build().bytes,
+                                              chained_image({}).bytes, executable().build().bytes,
+                                              universal({{macho::CPU_TYPE_ARM64, 0, dylib().bytes}})};
+  size_t checked = 0;
+  for (const std::vector<uint8_t>& image : images) {
+    for (uint64_t n = 0; n < image.size(); n += 7) {
+      std::vector<uint8_t> cut(image.begin(), image.begin() + n);
+      CHECK_NOTHROW(rules_of(cut));
+    }
+    for (uint64_t at = 0; at < std::min<uint64_t>(image.size(), 0x4400); ++at) {
+      for (uint8_t value : {uint8_t(0x00), uint8_t(0xff), uint8_t(image[at] ^ 0x80)}) {
+        std::vector<uint8_t> bytes = image;
+        bytes[at] = value;
+        try {
+          rules_of(bytes);
+        } catch (const std::exception& error) {
+          FAIL_CHECK("byte " << hex(at) << " = " << hex(value) << ": " << error.what());
+        }
+        ++checked;
+      }
+    }
+  }
+  MESSAGE(checked << " mutations checked");
+}
+
 // ------------------------------------------------------------ what dyld tolerates
 
 TEST_CASE("SDK gates: a rule dyld enforces only from some SDK on is not applied to older binaries") {
