@@ -23,6 +23,7 @@ const std::vector<LoaderRule>& loader_rules() {
       {"lc-dysymtab-needs-symtab", "LC_DYSYMTAB only with LC_SYMTAB", "MachOLoaded::getLinkEditLoadCommands"},
       {"lc-string-offset", "a path string's offset lies inside its load command", "MachOAnalyzer::validEmbeddedPaths, mach_o::Header::validStructureLoadCommands"},
       {"lc-string-terminated", "a path string ends (NUL) inside its load command", "MachOAnalyzer::validEmbeddedPaths, mach_o::Header::validStructureLoadCommands"},
+      {"platform-consistent", "the platform load commands name one platform (or macOS with Mac Catalyst)", "mach_o::Header::validSemanticsPlatform"},
       {"seg-in-file", "each segment's file range lies in the slice", "MachOAnalyzer::validSegments"},
       {"seg-filesize-vmsize", "a segment's filesize does not exceed its vmsize", "MachOAnalyzer::validSegments"},
       {"seg-vm-wrap", "vmaddr + vmsize does not wrap", "MachOAnalyzer::validSegments"},

@@ -187,17 +187,31 @@ void collect_platforms(Check& check) {
   for (const Command& command : check.commands) {
     Bytes body = check.body(command);
     if (command.cmd == LC_BUILD_VERSION && body.size() >= 24) {
-      check.platforms.push_back({body.u32(8), body.u32(12), body.u32(16)});
+      check.platforms.push_back({body.u32(8), body.u32(12), body.u32(16), command.offset});
       continue;
     }
     if (body.size() < 16) continue;
     uint32_t version = body.u32(8), sdk = body.u32(12);
     switch (command.cmd) {
-      case LC_VERSION_MIN_MACOSX: check.platforms.push_back({1, version, sdk ? sdk : version}); break;
-      case LC_VERSION_MIN_IPHONEOS: check.platforms.push_back({intel ? 7u : 2u, version, sdk}); break;
-      case LC_VERSION_MIN_TVOS: check.platforms.push_back({intel ? 8u : 3u, version, sdk}); break;
-      case LC_VERSION_MIN_WATCHOS: check.platforms.push_back({intel ? 9u : 4u, version, sdk}); break;
+      case LC_VERSION_MIN_MACOSX: check.platforms.push_back({1, version, sdk ? sdk : version, command.offset}); break;
+      case LC_VERSION_MIN_IPHONEOS: check.platforms.push_back({intel ? 7u : 2u, version, sdk, command.offset}); break;
+      case LC_VERSION_MIN_TVOS: check.platforms.push_back({intel ? 8u : 3u, version, sdk, command.offset}); break;
+      case LC_VERSION_MIN_WATCHOS: check.platforms.push_back({intel ? 9u : 4u, version, sdk, command.offset}); break;
     }
+  }
+}
+
+// mach_o::PlatformAndVersions::zip: one platform, or macOS with Mac Catalyst (a
+// "zippered" dylib); anything else is "incompatible platforms".
+void check_platforms(Check& check) {
+  constexpr uint32_t macos = 1, catalyst = 6;
+  for (const Platform& platform : check.platforms) {
+    const Platform& first = check.platforms.front();
+    bool zippered = (first.platform == macos && platform.platform == catalyst) ||
+                    (first.platform == catalyst && platform.platform == macos);
+    if (platform.platform != first.platform && !zippered)
+      check.add("platform-consistent", platform.at, "incompatible platforms: " + std::to_string(first.platform) + " - " +
+                                                        std::to_string(platform.platform) + " (PLATFORM_* numbers)");
   }
 }
 
@@ -232,6 +246,7 @@ void check_commands(Check& check) {
   check_unique(check);
   check_strings(check);
   collect_platforms(check);
+  check_platforms(check);
 }
 
 }  // namespace machofix::rules

@@ -26,10 +26,12 @@ std::string arch_detail(uint32_t cputype, uint32_t cpusubtype) {
 }
 
 // Architecture equality as mach_o::Architecture defines it: arm64 subtypes compare
-// with their capability bits, others without.
+// with their capability bits, others without. Universal::forEachSlice takes an arm64e
+// fat_arch without them (libtool leaves the ABI bits out) for arm64e with them.
 bool same_arch(uint32_t type_a, uint32_t sub_a, uint32_t type_b, uint32_t sub_b) {
   if (type_a != type_b || ((sub_a ^ sub_b) & 0x00ffffff)) return false;
-  return type_a != macho::CPU_TYPE_ARM64 || sub_a == sub_b;
+  bool libtool_arm64e = (sub_a & 0x00ffffff) == 2 && (!(sub_a & 0xff000000) || !(sub_b & 0xff000000));
+  return type_a != macho::CPU_TYPE_ARM64 || sub_a == sub_b || libtool_arm64e;
 }
 
 std::vector<Entry> read_entries(const Bytes& file, bool fat64, uint32_t count) {

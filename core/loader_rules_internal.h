@@ -54,6 +54,7 @@ struct Platform {
   uint32_t platform = 0;  // PLATFORM_MACOS = 1, ...
   uint32_t min_os = 0;    // xxxx.yy.zz nibbles, as in the load command
   uint32_t sdk = 0;
+  uint64_t at = 0;        // its load command (0: implied)
 };
 
 struct Command {

@@ -192,6 +192,11 @@ std::vector<Crafted> crafted_files() {
          const CommandInfo& dylib_command = image.dylib(2);
          return Broken{image.fill(dylib_command.offset + 24, dylib_command.size - 24, 'x').bytes, dylib_command.offset + 24};
        }},
+      {"platform-consistent", "built for macOS and for iOS", [] {
+         Image image = dyld_info_dylib().command(LC_BUILD_VERSION, build_version(version(11)))
+                           .command(LC_BUILD_VERSION, build_version(version(14), 2)).build();
+         return Broken{image.bytes, image.command(LC_BUILD_VERSION, 1).offset};
+       }},
       {"seg-in-file", "__LINKEDIT's filesize past the end of the file", [] {
          Image image = dylib();
          uint64_t at = linkedit_command(image);
@@ -526,6 +531,11 @@ TEST_CASE("what dyld lets pass is not flagged") {
     CHECK(rule_ids(rules_of(image.bytes)) == std::set<std::string>{"chained-seg-count"});
     std::copy_n("__CTF\0\0\0\0\0\0\0\0\0\0\0", 16, image.bytes.begin() + linkedit_command(image) + 8);  // the last segment
     CHECK(!rule_ids(rules_of(image.bytes)).count("chained-seg-count"));
+  }
+  SUBCASE("a zippered dylib: macOS and Mac Catalyst") {
+    Image image = dyld_info_dylib().command(LC_BUILD_VERSION, build_version(version(11)))
+                      .command(LC_BUILD_VERSION, build_version(version(14), 6)).build();
+    CHECK(rules_of(image.bytes).empty());
   }
   SUBCASE("a zero-sized non-relocatable segment may have file content (the __LLVM bitcode segment)") {
     Image image = dylib();
