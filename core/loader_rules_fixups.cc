@@ -4,7 +4,9 @@
 // header and starts are what mach_o::ChainedFixups::valid accepts.
 //
 // A stream too malformed to walk is not judged here: machofix's reader refuses it
-// with its own message. These walks stop quietly where the bytes end.
+// with its own message. These walks stop quietly where the bytes end. They are
+// written apart from core/imports.cc on purpose: a proof that shared the scanner's
+// reading of the opcodes would share its mistakes.
 #include <set>
 
 #include "core/error.h"
@@ -54,6 +56,7 @@ class BindWalk {
       switch (byte & BIND_OPCODE_MASK) {
         case BIND_OPCODE_DONE:
           if (!lazy) return;
+          ordinal_.reset();  // the stub helper enters each lazy entry on its own, with fresh state
           break;
         case BIND_OPCODE_SET_DYLIB_ORDINAL_IMM: set(immediate, at); break;
         case BIND_OPCODE_SET_DYLIB_ORDINAL_ULEB: set(static_cast<int64_t>(cursor.uleb("ordinal").value), at); break;
