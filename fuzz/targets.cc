@@ -12,6 +12,7 @@
 #include "core/fat.h"
 #include "core/imports.h"
 #include "core/job.h"
+#include "core/loader_rules.h"
 #include "core/macho.h"
 #include "core/macho_format.h"
 #include "core/macho_repair.h"
@@ -96,6 +97,12 @@ void run_macho(const uint8_t* data, size_t size) {
   Bytes file(data, size);
   detect_kind(file);
   RepairOptions options = options_for(size);
+  // The loader rules judge any bytes: they report what is wrong, never throw.
+  try {
+    check_image_rules(file);
+  } catch (const Error& error) {
+    invariant_failed("check_image_rules threw", error.describe());
+  }
   expect_error([&] {
     for (const Bytes& slice : slices_of(file)) expect_error([&] { analyze_slice(slice, options); });
   });
@@ -107,12 +114,14 @@ void run_macho(const uint8_t* data, size_t size) {
   expect_error([&] {
     MachORepair repair = prune_macho(file, options);
     if (!repair.report.changed) return;
-    // What machofix writes, machofix must read back.
+    // What machofix writes, machofix must read back, and dyld must accept.
     try {
       inspect_macho(Bytes(repair.output), options);
     } catch (const Error& error) {
       invariant_failed("prune_macho output is rejected by inspect_macho", error.describe());
     }
+    std::vector<RuleViolation> violations = check_image_rules(Bytes(repair.output));
+    if (!violations.empty()) invariant_failed("prune_macho output breaks a loader rule", describe(violations.front()));
   });
   expect_error([&] { sign_macho(file, options); });
 }
