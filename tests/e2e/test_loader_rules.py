@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""Files that break a loader rule (docs/loader-rules.md), through the command line.
+
+From the unsigned images of the fixtures linked by ld64.lld-16 (tests/fixtures), one
+rule broken on purpose: __TEXT mapped writable (seg-protection; the fixtures' SDK is
+11.0, for which dyld enforces it). In a thin file, in the x86_64 slice of a universal
+file, in the Mach-O inside a .pte (tests/pte/pte_writer wrap) and in an archive member:
+ - `verify` exits 1 naming the rule, the slice and the absolute offset of the field,
+   and its JSON lists the violation at that offset;
+ - `inspect` exits 0 and shows it;
+ - `prune` and `sign` (-o, --in-place, --dry-run, --resign-invalid too) exit 2 with
+   an error naming the file, the .pte key or archive member, the slice, the offset and
+   the rule; nothing is written, the input is byte-identical, nothing is left behind;
+   an archive with such a member is refused as a whole;
+ - the same files unbroken pass every rule (the breakage alone makes the difference).
+Usage: test_loader_rules.py MACHOFIX PTE_WRITER FIXTURE_DIR WORK_DIR
+"""
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import zipfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "support"))
+from tamper import check_refused, run, slice_offsets  # noqa: E402
+
+THIN = "aoti_metal_arm64_dyldinfo_unsigned.in"  # arm64, unsigned: no signature to invalidate
+FAT = "universal_fat_dyldinfo.in"  # x86_64 unsigned + arm64 signed
+LC_SEGMENT_64, VM_PROT_ALL = 0x19, 7
+RULE = "loader rule seg-protection"
+
+
+def text_initprot(data, base):
+    """Absolute offset of __TEXT's initprot in the slice at `base`."""
+    ncmds = struct.unpack_from("<I", data, base + 16)[0]
+    at = base + 32
+    for _ in range(ncmds):
+        cmd, size = struct.unpack_from("<II", data, at)
+        if cmd == LC_SEGMENT_64 and data[at + 8:at + 24].rstrip(b"\0") == b"__TEXT":
+            return at + 60
+        at += size
+    raise ValueError("no __TEXT")
+
+
+def break_text(data, arch):
+    """__TEXT of the `arch` slice made rwx; returns the file offset of the field."""
+    at = text_initprot(data, slice_offsets(data)[arch])
+    struct.pack_into("<I", data, at, VM_PROT_ALL)
+    return at
+
+
+class Case:
+    def __init__(self, machofix, pte_writer, fixtures, work, name):
+        self.machofix, self.pte_writer, self.fixtures = machofix, pte_writer, fixtures
+        self.dir = os.path.join(work, name)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        os.makedirs(self.dir)
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def fixture(self, name):
+        with open(os.path.join(self.fixtures, name), "rb") as handle:
+            return bytearray(handle.read())
+
+    def write(self, name, data):
+        with open(self.path(name), "wb") as handle:
+            handle.write(data)
+        return self.path(name)
+
+    def reported(self, source, parts, offset):
+        """verify names every part and exits 1; its JSON has the violation at `offset`;
+        inspect shows it and exits 0."""
+        problems = []
+        result = run(self.machofix, "verify", source)
+        if result.returncode != 1 or not all(part in result.stdout for part in parts):
+            problems.append(f"verify: exit {result.returncode}, stdout {result.stdout.strip()[:300]}")
+        report = json.loads(run(self.machofix, "verify", source, "--json").stdout)
+        found = [v for f in report["files"] for v in violations_in(f)]
+        if [(v["rule"], v["offset"]) for v in found] != [("seg-protection", offset)]:
+            problems.append(f"verify --json: {found}")
+        result = run(self.machofix, "inspect", source)
+        if result.returncode != 0 or RULE not in result.stdout:
+            problems.append(f"inspect: exit {result.returncode}, stdout {result.stdout.strip()[-300:]}")
+        return problems
+
+    def refused(self, source, parts, commands=("prune", "sign")):
+        """Every way of running prune and sign on `source` refuses it."""
+        problems = []
+        output = self.path("out")
+        for command in commands:
+            for mode in (["-o", output], ["--in-place"], ["--dry-run"], ["-o", output, "--resign-invalid"]):
+                if command == "sign" and mode == ["--dry-run"]:
+                    continue  # sign has no dry run
+                arguments = [self.machofix, command, source, *mode]
+                problems += [f"{' '.join(arguments[1:])}: {p}" for p in
+                             check_refused(arguments, source, output, self.dir, parts)]
+        return problems
+
+    def passes(self, source):
+        """The unbroken file passes every rule (verify --json lists none)."""
+        report = json.loads(run(self.machofix, "verify", source, "--json").stdout)
+        found = [v for f in report["files"] for v in violations_in(f)]
+        return [f"the unbroken file breaks {found}"] if found else []
+
+
+def violations_in(report_file):
+    """Every loader-rule violation of a JSON file entry (Mach-O, .pte blobs, members)."""
+    images = []
+    if "macho" in report_file:
+        images.append(report_file["macho"])
+    images += [blob["macho"] for blob in report_file.get("pte", {}).get("blobs", [])]
+    found = [v for member in report_file.get("members", []) for v in violations_in(member)]
+    for image in images:
+        found += image["loader_rules"] + [v for s in image["slices"] for v in s["loader_rules"]]
+    return found
+
+
+def test_thin(case):
+    data = case.fixture(THIN)
+    problems = case.passes(case.write("good", data))
+    offset = break_text(data, "arm64")
+    source = case.write("broken.dylib", data)
+    parts = [source, "slice arm64", f"offset {offset:#x}: ", RULE]
+    return problems + case.reported(source, [f"arm64: {RULE} at offset {offset:#x}: "], offset) + case.refused(source, parts)
+
+
+def test_universal_slice(case):
+    data = case.fixture(FAT)
+    problems = case.passes(case.write("good", data))
+    offset = break_text(data, "x86_64")
+    source = case.write("broken", data)
+    parts = [source, "slice x86_64", f"offset {offset:#x}: ", RULE]
+    return problems + case.reported(source, [f"x86_64: {RULE} at offset {offset:#x}: "], offset) + case.refused(source, parts)
+
+
+def test_pte(case):
+    image = case.fixture(THIN)
+    offset = break_text(image, "arm64")
+    so = case.write("broken.so", image)
+    source = case.path("model.pte")
+    subprocess.run([case.pte_writer, "wrap", so, source], check=True)
+    os.unlink(so)
+    with open(source, "rb") as handle:
+        blob_at = handle.read().find(bytes(image))
+    key = json.loads(run(case.machofix, "inspect", source, "--json").stdout)["files"][0]["pte"]["blobs"][0]["keys"][0]
+    parts = [source, f"named data '{key}'", "slice arm64", f"offset {blob_at + offset:#x}: ", RULE]
+    return case.reported(source, [key, "arm64", f"offset {blob_at + offset:#x}: ", RULE], blob_at + offset) + \
+        case.refused(source, parts)
+
+
+def test_archive_member(case):
+    image = case.fixture(THIN)
+    offset = break_text(image, "arm64")
+    source = case.path("models.zip")
+    with zipfile.ZipFile(source, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("README.txt", "kernels\n")
+        archive.writestr("kernels/good.dylib", bytes(case.fixture(THIN)))
+        archive.writestr("kernels/broken.dylib", bytes(image))
+    parts = [source, "kernels/broken.dylib", "slice arm64", f"offset {offset:#x}: ", RULE]
+    # The archive as a whole is refused: its good member is not written either.
+    return case.reported(source, ["kernels/broken.dylib", "arm64", RULE], offset) + \
+        case.refused(source, parts, commands=("prune",))
+
+
+TESTS = [test_thin, test_universal_slice, test_pte, test_archive_member]
+
+
+def main():
+    machofix, pte_writer, fixtures, work = sys.argv[1:5]
+    failures = 0
+    for test in TESTS:
+        name = test.__name__[len("test_"):]
+        problems = test(Case(machofix, pte_writer, fixtures, work, name))
+        print(f"{'FAIL' if problems else 'ok  '} {name}")
+        for problem in problems:
+            print(f"     {problem}")
+        failures += bool(problems)
+    print(f"{len(TESTS) - failures}/{len(TESTS)} cases pass")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
