@@ -18,38 +18,17 @@ Usage: test_loader_rules.py MACHOFIX PTE_WRITER FIXTURE_DIR WORK_DIR
 import json
 import os
 import shutil
-import struct
 import subprocess
 import sys
 import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
-from tamper import check_refused, run, slice_offsets  # noqa: E402
+from tamper import check_refused, run, writable_text  # noqa: E402
 
 THIN = "aoti_metal_arm64_dyldinfo_unsigned.in"  # arm64, unsigned: no signature to invalidate
 FAT = "universal_fat_dyldinfo.in"  # x86_64 unsigned + arm64 signed
-LC_SEGMENT_64, VM_PROT_ALL = 0x19, 7
 RULE = "loader rule seg-protection"
-
-
-def text_initprot(data, base):
-    """Absolute offset of __TEXT's initprot in the slice at `base`."""
-    ncmds = struct.unpack_from("<I", data, base + 16)[0]
-    at = base + 32
-    for _ in range(ncmds):
-        cmd, size = struct.unpack_from("<II", data, at)
-        if cmd == LC_SEGMENT_64 and data[at + 8:at + 24].rstrip(b"\0") == b"__TEXT":
-            return at + 60
-        at += size
-    raise ValueError("no __TEXT")
-
-
-def break_text(data, arch):
-    """__TEXT of the `arch` slice made rwx; returns the file offset of the field."""
-    at = text_initprot(data, slice_offsets(data)[arch])
-    struct.pack_into("<I", data, at, VM_PROT_ALL)
-    return at
 
 
 class Case:
@@ -122,7 +101,7 @@ def violations_in(report_file):
 def test_thin(case):
     data = case.fixture(THIN)
     problems = case.passes(case.write("good", data))
-    offset = break_text(data, "arm64")
+    offset = writable_text(data, "arm64")
     source = case.write("broken.dylib", data)
     parts = [source, "slice arm64", f"offset {offset:#x}: ", RULE]
     return problems + case.reported(source, [f"arm64: {RULE} at offset {offset:#x}: "], offset) + case.refused(source, parts)
@@ -131,7 +110,7 @@ def test_thin(case):
 def test_universal_slice(case):
     data = case.fixture(FAT)
     problems = case.passes(case.write("good", data))
-    offset = break_text(data, "x86_64")
+    offset = writable_text(data, "x86_64")
     source = case.write("broken", data)
     parts = [source, "slice x86_64", f"offset {offset:#x}: ", RULE]
     return problems + case.reported(source, [f"x86_64: {RULE} at offset {offset:#x}: "], offset) + case.refused(source, parts)
@@ -139,7 +118,7 @@ def test_universal_slice(case):
 
 def test_pte(case):
     image = case.fixture(THIN)
-    offset = break_text(image, "arm64")
+    offset = writable_text(image, "arm64")
     so = case.write("broken.so", image)
     source = case.path("model.pte")
     subprocess.run([case.pte_writer, "wrap", so, source], check=True)
@@ -154,7 +133,7 @@ def test_pte(case):
 
 def test_archive_member(case):
     image = case.fixture(THIN)
-    offset = break_text(image, "arm64")
+    offset = writable_text(image, "arm64")
     source = case.path("models.zip")
     with zipfile.ZipFile(source, "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("README.txt", "kernels\n")

@@ -238,6 +238,25 @@ def check_invalid_signature(fixtures, work):
             "sign(tampered, resign_invalid=True)", translate=("cli.so", "api.so"))
 
 
+def check_loader_rules(fixtures, work):
+    """A file breaking a loader rule: verify's report is not ok and names the rule, typed,
+    as the command line does; prune and repair_bytes refuse it (status 2)."""
+    data = bytearray(read(os.path.join(fixtures, "aoti_metal_arm64_dyldinfo_unsigned.in")))
+    offset = tamper.writable_text(data, "arm64")
+    broken = os.path.join(work, "writable_text.so")
+    with open(broken, "wb") as handle:
+        handle.write(data)
+    compare(lambda: machofix.verify(broken), ("verify", "--json", "-", broken), "verify(breaks a loader rule)")
+    report = machofix.verify(broken)
+    found = report.files[0].macho.slices[0].loader_rules
+    message = found[0].message if found else ""
+    expect(not report.ok and found == [machofix.LoaderRuleViolation("seg-protection", offset, message)],
+           f"verify(breaks a loader rule): not ok, the rule and its offset, typed ({found})")
+    raises(lambda: machofix.prune(broken, dry_run=True), 2, "loader rule seg-protection", "prune(breaks a loader rule)")
+    raises(lambda: machofix.repair_bytes(bytes(data)), 2, "loader rule seg-protection",
+           "repair_bytes(breaks a loader rule)")
+
+
 def check_typing():
     package = os.path.dirname(machofix.__file__)
     expect(os.path.isfile(os.path.join(package, "py.typed")), "py.typed is installed")
@@ -249,7 +268,7 @@ def check_typing():
     expect(machofix.find_executable() == os.path.join(package, "_bin", "machofix"), "the wheel's executable runs")
     expect(all(dataclasses.is_dataclass(getattr(machofix, name)) for name in (
         "Report", "FileReport", "MachOReport", "SliceReport", "DylibReport", "SignatureReport", "PteReport", "BlobReport",
-        "Finding", "Summary")), "the report types are dataclasses")
+        "Finding", "Summary", "LoaderRuleViolation")), "the report types are dataclasses")
 
 
 def main():
@@ -266,6 +285,7 @@ def main():
     check_repair_bytes(models + machos, work)
     check_errors(models[0], fixtures, work)
     check_invalid_signature(fixtures, work)
+    check_loader_rules(fixtures, work)
     print(f"{len(FAILURES)} failures (check_api)")
     return 1 if FAILURES else 0
 

@@ -2,7 +2,8 @@
 """Breaking signed Mach-O files on purpose, and judging what machofix does with them.
 
 Tests of the refusal of invalid input signatures (tests/e2e/test_invalid_signatures.py,
-tests/e2e/test_corpus.py) share these: where a slice's __text is, flipping one byte
+tests/e2e/test_corpus.py) and of files breaking a loader rule (test_loader_rules.py)
+share these: where a slice's __text is, flipping one byte
 of it, the blobs of a signature, and the checks every refusal and every
 --resign-invalid run must pass. Written with struct and hashlib only.
 """
@@ -86,6 +87,17 @@ def tamper_text(data, arch, delta=100):
     offset = section_offset(data, base, "__TEXT", "__text") + delta
     flip(data, offset)
     return page_problem(data, base, offset - base)
+
+
+def writable_text(data, arch):
+    """Maps the slice's __TEXT read-write-execute (initprot 7), which breaks the loader
+    rule seg-protection (docs/loader-rules.md); returns the absolute offset of initprot."""
+    base = slice_offsets(data)[arch]
+    for cmd, at in _commands(data, base):
+        if cmd == LC_SEGMENT_64 and data[at + 8:at + 24].rstrip(b"\0") == b"__TEXT":
+            struct.pack_into("<I", data, at + 60, 7)
+            return at + 60
+    raise ValueError("no __TEXT")
 
 
 def page_problem(data, base, slice_offset):
