@@ -71,6 +71,16 @@ CLI::App* add_command(CLI::App& app, HelpFormatter& help, const char* name, cons
   return command;
 }
 
+// A paragraph of the command's help, after its options and before the footer it
+// inherited from machofix's.
+void add_note(CLI::App* command, const std::string& note) {
+  command->footer(note + "\n\n" + command->get_footer());
+}
+
+const char* const kRefusesLoaderRules =
+    "A file that breaks one of the loader's rules (dyld's checks, docs/loader-rules.md) is refused, with "
+    "--resign-invalid too; every file written is checked against them first.";
+
 CLI::App* add_inspect(CLI::App& app, HelpFormatter& help, Settings& settings) {
   CLI::App* inspect = add_command(app, help, "inspect", "show each slice's dependent dylibs, what each supplies, and the signature",
                                   "PATH... [OPTIONS]");
@@ -78,6 +88,7 @@ CLI::App* add_inspect(CLI::App& app, HelpFormatter& help, Settings& settings) {
   add_json(inspect, settings);
   add_jobs(inspect, settings);
   add_policy(inspect, settings);
+  add_note(inspect, "Also lists each loader rule (dyld's checks, docs/loader-rules.md) a file breaks, with its file offset.");
   return inspect;
 }
 
@@ -96,6 +107,7 @@ CLI::App* add_prune(CLI::App& app, HelpFormatter& help, Settings& settings) {
   add_json(prune, settings);
   add_jobs(prune, settings);
   add_policy(prune, settings);
+  add_note(prune, kRefusesLoaderRules);
   return prune;
 }
 
@@ -111,15 +123,20 @@ CLI::App* add_sign(CLI::App& app, HelpFormatter& help, Settings& settings) {
   add_resign_invalid(sign, settings);
   add_json(sign, settings);
   add_jobs(sign, settings);
+  add_note(sign, kRefusesLoaderRules);
   return sign;
 }
 
 CLI::App* add_verify(CLI::App& app, HelpFormatter& help, Settings& settings) {
-  CLI::App* verify = add_command(app, help, "verify", "check every slice's signature: structure, every page and special-slot hash",
-                                 "PATH... [OPTIONS]");
+  CLI::App* verify = add_command(
+      app, help, "verify", "check every slice's signature (structure, every page and special-slot hash) and the loader's rules",
+      "PATH... [OPTIONS]");
   add_paths(verify, settings, "Mach-O, .pte or .ptd files, archives of them, or directories");
   add_json(verify, settings);
   add_jobs(verify, settings);
+  add_note(verify,
+           "Exit status 1 if a slice's signature is invalid, an arm64 slice is unsigned, or a file breaks one of the "
+           "loader's rules (dyld's checks, docs/loader-rules.md); each broken rule is named with its file offset.");
   return verify;
 }
 

@@ -12,6 +12,7 @@ file, in the Mach-O inside a .pte (tests/pte/pte_writer wrap) and in an archive 
    an error naming the file, the .pte key or archive member, the slice, the offset and
    the rule; nothing is written, the input is byte-identical, nothing is left behind;
    an archive with such a member is refused as a whole;
+ - each of these commands' help says so;
  - the same files unbroken pass every rule (the breakage alone makes the difference).
 Usage: test_loader_rules.py MACHOFIX PTE_WRITER FIXTURE_DIR WORK_DIR
 """
@@ -145,7 +146,20 @@ def test_archive_member(case):
         case.refused(source, parts, commands=("prune",))
 
 
-TESTS = [test_thin, test_universal_slice, test_pte, test_archive_member]
+def test_help(case):
+    """Each command's help says what the loader's rules do to it (tool/command_line.cc)."""
+    said = {"verify": ["loader's rules", "docs/loader-rules.md", "Exit status 1"],
+            "inspect": ["loader rule", "docs/loader-rules.md"],
+            "prune": ["docs/loader-rules.md", "is refused", "--resign-invalid too"],
+            "sign": ["docs/loader-rules.md", "is refused", "--resign-invalid too"]}
+    problems = []
+    for command, phrases in said.items():
+        text = run(case.machofix, "help", command).stdout
+        problems += [f"help {command} does not say {phrase!r}" for phrase in phrases if phrase not in text]
+    return problems
+
+
+TESTS = [test_thin, test_universal_slice, test_pte, test_archive_member, test_help]
 
 
 def main():
