@@ -1,5 +1,9 @@
 #include "core/check.h"
 
+#include <algorithm>
+
+#include "core/prune.h"
+
 namespace machofix {
 
 namespace {
@@ -21,17 +25,48 @@ std::string join(const std::vector<std::string>& items) {
   return out;
 }
 
+// How the load command ties the slice to the dylib, as a verb phrase.
+std::string dependency_phrase(const DylibReport& dylib) {
+  if (dylib.kind == "weak") return "weakly depends on " + dylib.install_name;
+  if (dylib.kind == "reexport") return "re-exports " + dylib.install_name;
+  if (dylib.kind == "upward") return "has an upward dependency on " + dylib.install_name;
+  return "depends on " + dylib.install_name;
+}
+
+std::string symbol_list(const std::vector<std::string>& symbols) {
+  constexpr size_t kShown = 5;
+  std::string list;
+  for (size_t i = 0; i < symbols.size() && i < kShown; ++i) list += (i ? ", " : "") + symbols[i];
+  if (symbols.size() > kShown) list += ", and " + std::to_string(symbols.size() - kShown) + " more";
+  return list;
+}
+
+// The forbidden dependency's finding: what removal would do, or why it is not the repair.
+std::string forbidden_message(const DylibReport& dylib, const std::string& glob) {
+  std::string message = dependency_phrase(dylib) + ", which --forbid '" + glob + "' forbids";
+  size_t count = dylib.symbols.size();
+  if (count)
+    return message + "; it is used (" + std::to_string(count) + (count == 1 ? " symbol: " : " symbols: ") +
+           symbol_list(dylib.symbols) + "), so removing it is not the repair: rebuild without it";
+  if (dylib.removable) return message + "; it supplies no symbol, and `machofix prune` removes it";
+  return message + "; it supplies no symbol, but prune keeps it (" + dylib.reason + ")";
+}
+
 void check_macho(const MachOReport& macho, const std::string& file, const std::string& blob,
                  const CheckOptions& options, std::vector<Finding>& findings) {
   for (const SliceReport& slice : macho.slices) {
     for (const DylibReport& dylib : slice.dylibs) {
+      auto add = [&](const char* rule, std::string message) {
+        findings.push_back({file, blob, slice.arch, dylib.install_name, rule, std::move(message), dylib.symbols});
+      };
       if (dylib.removable)
-        findings.push_back({file, blob, slice.arch, dylib.install_name, "unused-dependency",
-                            "depends on " + dylib.install_name + ", which supplies no symbol; `machofix prune` removes it"});
+        add("unused-dependency", dependency_phrase(dylib) + ", which supplies no symbol; `machofix prune` removes it");
       if (!allowed(dylib.install_name, options))
-        findings.push_back({file, blob, slice.arch, dylib.install_name, "absolute-install-name",
-                            "depends on " + dylib.install_name +
-                                ", an absolute path outside /usr/lib and /System/Library that users' machines will not have"});
+        add("absolute-install-name", dependency_phrase(dylib) +
+                                         ", an absolute path outside /usr/lib and /System/Library that users' machines will not have");
+      auto forbidding = std::find_if(options.forbidden.begin(), options.forbidden.end(),
+                                     [&](const std::string& glob) { return install_name_matches(glob, dylib.install_name); });
+      if (forbidding != options.forbidden.end()) add("forbidden-dependency", forbidden_message(dylib, *forbidding));
     }
   }
 }

@@ -1,10 +1,13 @@
 // The CI gate: what `machofix check` reports about a file it has inspected.
 //
-// Two findings, each naming file, blob key (in a .pte), slice and dylib:
+// Three findings, each naming file, blob key (in a .pte), slice and dylib:
 //  - a dependency that supplies no symbol (prune would remove it);
 //  - an install name that is an absolute path outside the places every Mac has
 //    (/usr/lib, /System/Library, plus --allow-prefix), such as PyTorch's
-//    /opt/llvm-openmp/lib/libomp.dylib: it will not exist on users' machines.
+//    /opt/llvm-openmp/lib/libomp.dylib: it will not exist on users' machines;
+//  - a dependency the user forbids (--forbid GLOB, matched against the install name
+//    and its last component): used or not, whatever its path or kind. Whether it is
+//    used, and by which symbols, says whether removal is the repair.
 #pragma once
 
 #include <string>
@@ -16,6 +19,7 @@ namespace machofix {
 
 struct CheckOptions {
   std::vector<std::string> allowed_prefixes;  // added to /usr/lib/ and /System/Library/
+  std::vector<std::string> forbidden;         // --forbid GLOB: no dependency may match
 };
 
 struct Finding {
@@ -23,8 +27,9 @@ struct Finding {
   std::string blob;  // named-data key(s) in a .pte/.ptd, member name in an archive; else empty
   std::string arch;
   std::string dylib;
-  std::string rule;  // "unused-dependency", "absolute-install-name"
+  std::string rule;  // "unused-dependency", "absolute-install-name", "forbidden-dependency"
   std::string message;
+  std::vector<std::string> symbols;  // what the dylib supplies to this slice (none: unused)
 };
 
 std::vector<Finding> check_findings(const FileReport& report, const CheckOptions& options);

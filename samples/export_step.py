@@ -14,13 +14,16 @@ or, for files already written, this file's function:
 
 or from a shell / CI job:
 
-    python3 samples/export_step.py exports/ [--machofix build/machofix]
+    python3 samples/export_step.py exports/ [--machofix build/machofix] [--forbid '*omp*']
 
 What it does: `machofix check` on the files. Clean: done. Findings: `machofix prune
 --in-place` (every unused dependency removed, signatures renewed, content-hash keys
 renewed), then `check` again: what remains cannot be repaired by removing libraries
 (a library that is really used but lives at an absolute path outside the system,
-say) and fails the step. Errors fail it at once. Nothing here knows about Mach-O or
+say) and fails the step. `--forbid GLOB` makes any dependency on a matching library
+a finding, used or not, under any install name (`--forbid '*omp*'`: no OpenMP
+runtime at all); an unused one is removed by the repair, a used one fails the step.
+Errors fail it at once. Nothing here knows about Mach-O or
 .pte: machofix does the work.
 
 Without the package installed, the package's sources beside this file (../python)
@@ -59,21 +62,24 @@ def _findings(report):
     return "".join(f"{finding.file}: {finding.message} [{finding.rule}]\n" for finding in report.findings)
 
 
-def repair_exported_models(paths, machofix_executable=None, allow_prefixes=(), keep=(), only=("*libomp*",)):
+def repair_exported_models(paths, machofix_executable=None, allow_prefixes=(), keep=(), only=("*libomp*",),
+                           forbid=()):
     """Checks and repairs the given .pte/.ptd files or directories in place.
 
     `only` limits removals to libraries known to be spurious (PyTorch's libomp by
-    default); pass () to remove every unused library. Returns a summary of what was
-    done; raises ExportStepError when the models are not fit to ship.
+    default); pass () to remove every unused library. `forbid`: globs no dependency
+    may match, used or not. Returns a summary of what was done; raises
+    ExportStepError when the models are not fit to ship.
     """
     tool = _tool(machofix_executable)
     policy = {"keep": list(keep), "only": list(only)}
+    gate = {"allow_prefix": list(allow_prefixes), "forbid": list(forbid), **policy}
     try:
-        first = tool.check(paths, allow_prefix=list(allow_prefixes), **policy)
+        first = tool.check(paths, **gate)
         if first.ok:
             return f"machofix check: {first.summary.files} files, no finding\n"
         repair = tool.prune(paths, in_place=True, **policy)
-        second = tool.check(paths, allow_prefix=list(allow_prefixes), **policy)
+        second = tool.check(paths, **gate)
     except machofix.MachofixError as error:
         raise ExportStepError(f"machofix failed (exit status {error.status}):\n{error.message}") from None
     if not second.ok:
@@ -90,10 +96,13 @@ def main():
     parser.add_argument("--keep", action="append", default=[], help="never remove libraries matching GLOB")
     parser.add_argument("--only", action="append", default=None,
                         help="remove only unused libraries matching GLOB (default: *libomp*); --only '*' for all")
+    parser.add_argument("--forbid", action="append", default=[],
+                        help="no dependency may match GLOB, used or not (e.g. '*omp*'); repeatable")
     arguments = parser.parse_args()
     try:
         print(repair_exported_models(arguments.paths, arguments.machofix, arguments.allow_prefix, arguments.keep,
-                                     arguments.only if arguments.only is not None else ("*libomp*",)), end="")
+                                     arguments.only if arguments.only is not None else ("*libomp*",),
+                                     arguments.forbid), end="")
     except ExportStepError as error:
         print(f"export step: {error}", file=sys.stderr)
         return 1

@@ -146,7 +146,13 @@ CLI::App* add_check(CLI::App& app, HelpFormatter& help, Settings& settings) {
       "PATH... [OPTIONS]");
   add_paths(check, settings, "Mach-O, .pte or .ptd files, archives of them, or directories");
   check->add_option("--allow-prefix", settings.check.allowed_prefixes, "also accept absolute install names under PREFIX; repeatable")
-      ->type_name("PREFIX");
+      ->type_name("PREFIX")
+      ->allow_extra_args(false);  // one PREFIX per option: the words after it are paths
+  check->add_option("--forbid", settings.check.forbidden,
+                    "a dependency whose install name (or its last component) matches GLOB is a finding, used or not, "
+                    "e.g. '*omp*'; repeatable")
+      ->type_name("GLOB")
+      ->allow_extra_args(false);
   add_json(check, settings);
   add_jobs(check, settings);
   add_policy(check, settings);

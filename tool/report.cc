@@ -343,6 +343,8 @@ void json_findings(Json& json, const std::vector<Finding>& findings) {
     json.field("dylib", finding.dylib);
     json.field("rule", finding.rule);
     json.field("message", finding.message);
+    json.field("used", !finding.symbols.empty());
+    json.key("symbols").strings(finding.symbols);
     json.end_object();
   }
   json.end_array();

@@ -103,11 +103,13 @@ class Machofix:
         options = _repeated("--keep", keep) + _repeated("--only", only) + _valued("--jobs", jobs)
         return self._report("inspect", options, paths, (0,))
 
-    def check(self, paths: Paths, *, allow_prefix: Optional[Globs] = None, keep: Optional[Globs] = None,
-              only: Optional[Globs] = None, jobs: Optional[int] = None) -> Report:
+    def check(self, paths: Paths, *, allow_prefix: Optional[Globs] = None, forbid: Optional[Globs] = None,
+              keep: Optional[Globs] = None, only: Optional[Globs] = None, jobs: Optional[int] = None) -> Report:
         """The CI gate. Findings are a result (`report.findings`, `report.ok` false),
-        not an error: only machofix's errors (exit 2) raise."""
-        options = _repeated("--allow-prefix", allow_prefix) + _repeated("--keep", keep) + _repeated("--only", only)
+        not an error: only machofix's errors (exit 2) raise. `forbid`: globs no
+        dependency may match (install name or its last component), used or not."""
+        options = (_repeated("--allow-prefix", allow_prefix) + _repeated("--forbid", forbid) + _repeated("--keep", keep) +
+                   _repeated("--only", only))
         return self._report("check", options + _valued("--jobs", jobs), paths, (0, 1))
 
     def verify(self, paths: Paths, *, jobs: Optional[int] = None) -> Report:
@@ -158,9 +160,9 @@ def inspect(paths: Paths, *, keep: Optional[Globs] = None, only: Optional[Globs]
     return _default.inspect(paths, keep=keep, only=only, jobs=jobs)
 
 
-def check(paths: Paths, *, allow_prefix: Optional[Globs] = None, keep: Optional[Globs] = None,
-          only: Optional[Globs] = None, jobs: Optional[int] = None) -> Report:
-    return _default.check(paths, allow_prefix=allow_prefix, keep=keep, only=only, jobs=jobs)
+def check(paths: Paths, *, allow_prefix: Optional[Globs] = None, forbid: Optional[Globs] = None,
+          keep: Optional[Globs] = None, only: Optional[Globs] = None, jobs: Optional[int] = None) -> Report:
+    return _default.check(paths, allow_prefix=allow_prefix, forbid=forbid, keep=keep, only=only, jobs=jobs)
 
 
 def verify(paths: Paths, *, jobs: Optional[int] = None) -> Report:

@@ -165,8 +165,10 @@ class Finding:
     blob: str
     arch: str
     dylib: str
-    rule: str  # "unused-dependency", "absolute-install-name", ...
+    rule: str  # "unused-dependency", "absolute-install-name", "forbidden-dependency"
     message: str
+    used: bool = False  # the dylib supplies symbols to the slice: removing it is not the repair
+    symbols: List[str] = field(default_factory=list)  # which
 
 
 @dataclass(frozen=True)
