@@ -13,9 +13,10 @@
 // Each input runs in a child process. A crash, sanitizer report or uncaught
 // exception fails; so does an input that makes the child's peak RSS exceed --max-rss-mb (default 1024, what libFuzzer's
 // -rss_limit_mb=2048 catches, with room) or takes longer than --max-seconds
-// (default 30): resource exhaustion is a finding too.
+// (default 30; the child is killed at that limit): resource exhaustion is a finding too.
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <csignal>
 #include <unistd.h>
 
 #include <algorithm>
@@ -97,11 +98,35 @@ struct Limits {
 
 
 
+// Waits for `child` at most `max_seconds` (a looping reproducer must fail the test,
+// not hang CI): false when it had to be killed. Polls, since wait4 has no timeout.
+bool wait_within(pid_t child, double max_seconds, int& status, struct rusage& usage) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(max_seconds);
+  for (;;) {
+    pid_t done = wait4(child, &status, WNOHANG, &usage);
+    if (done == child) return true;
+    if (done < 0 && errno != EINTR) return true;  // no such child: nothing left to wait for
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    usleep(5000);
+  }
+  kill(child, SIGKILL);
+  while (wait4(child, &status, 0, &usage) < 0 && errno == EINTR) {
+  }
+  return false;
+}
+
+// A target that never returns, for the test of the time limit itself (ctest
+// fuzz_replay_time_limit); not a fuzz target.
+void spin_forever(const uint8_t*, size_t) {
+  for (volatile uint64_t i = 0;; i = i + 1) {
+  }
+}
+
 // Runs one input in a child process, so that every reproducer is tried even when
 // one crashes, and each is measured on its own. 0: fine, 1: failed, 2: unusable.
 int replay_file(const fs::path& path, const std::string& forced_target, const Limits& limits, Counts& counts) {
   std::string target = forced_target.empty() ? path.parent_path().filename().string() : forced_target;
-  machofix::fuzz::Target run = machofix::fuzz::target_named(target);
+  machofix::fuzz::Target run = target == "spin-forever" ? spin_forever : machofix::fuzz::target_named(target);
   if (!run) {
     if (target == "pte") {  // core/pte.h absent from this build
       std::cout << "replay: " << path.string() << ": skipped, this build has no .pte support\n";
@@ -133,11 +158,14 @@ int replay_file(const fs::path& path, const std::string& forced_target, const Li
   }
   int status = 0;
   struct rusage usage {};
-  while (wait4(child, &status, 0, &usage) < 0 && errno == EINTR) {
-  }
+  bool killed = !wait_within(child, limits.max_seconds, status, usage);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   uint64_t rss = static_cast<uint64_t>(usage.ru_maxrss) / 1024;  // KiB on Linux
   ++counts.replayed;
+  if (killed) {
+    std::cout << "FAILED: still running after " << limits.max_seconds << " s (limit), killed\n";
+    return 1;
+  }
   if (WIFSIGNALED(status)) {
     std::cout << "CRASHED (signal " << WTERMSIG(status) << ")\n";
     return 1;
