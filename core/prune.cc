@@ -9,6 +9,7 @@
 
 #include "core/lief_check.h"
 #include "core/macho_format.h"
+#include "core/proof_seam.h"
 
 namespace machofix {
 
@@ -243,12 +244,14 @@ void verify_untouched(const MachO& before, const ImportScan& scan, const std::ve
 void verify_prune(const MachO& before, const ImportScan& before_scan, const PrunePlan& plan,
                   const std::vector<uint8_t>& after) {
   if (after.size() != before.bytes.size()) verification_failed("the slice changed size");
-  MachO reread = parse_macho(Bytes(after.data(), after.size(), before.bytes.base()));
+  std::vector<uint8_t> spoiled_for_reread, spoiled_for_untouched, spoiled_for_lief;  // tests only (proof_seam.h)
+  const std::vector<uint8_t>& reread_bytes = seam::offer(seam::ProofStep::Reread, after, spoiled_for_reread);
+  MachO reread = parse_macho(Bytes(reread_bytes.data(), reread_bytes.size(), before.bytes.base()));
   ImportScan reread_scan = scan_imports(reread);
   verify_dylibs(before, plan, reread);
   verify_imports(before, before_scan, reread, reread_scan);
-  verify_untouched(before, before_scan, after);
-  cross_check_with_lief(after, reread, reread_scan);
+  verify_untouched(before, before_scan, seam::offer(seam::ProofStep::Untouched, after, spoiled_for_untouched));
+  cross_check_with_lief(seam::offer(seam::ProofStep::Lief, after, spoiled_for_lief), reread, reread_scan);
 }
 
 }  // namespace machofix

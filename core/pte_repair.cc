@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "core/copy_check.h"
+#include "core/proof_seam.h"
 #include "core/pte.h"
 
 namespace machofix {
@@ -360,6 +361,7 @@ uint64_t copy_chunk_at(uint64_t at) {
 // Hands a chunk just copied from in_at to out_at to `checker`.
 void hand_to_checker(AtomicOutput& output, CopyChecker& checker, uint64_t out_at, uint64_t in_at, uint64_t length) {
   if (output.durable()) start_writeback(checker.fd(), out_at, length);
+  seam::offer_file(seam::ProofStep::Copy, output.temp_path(), out_at, length);  // tests only
   checker.submit({in_at, out_at, length});
 }
 
@@ -599,6 +601,7 @@ void check_unchanged_segments(const Container& before, const Container& after, c
 // Re-reads the temporary output as a new input: header, Verifier, every segment
 // located again, then every byte compared with the plan (the copies by `checker`).
 void verify_output(const Container& before, const Plan& plan, const std::string& temp_path, CopyChecker& checker) {
+  seam::offer_file(seam::ProofStep::PteReread, temp_path, 0, plan.output_size);  // tests only
   MappedFile written(temp_path);
   try {
     if (written.size() != plan.output_size)
