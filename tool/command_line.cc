@@ -37,9 +37,11 @@ void add_jobs(CLI::App* command, Settings& settings) {
 
 void add_policy(CLI::App* command, Settings& settings) {
   command->add_option("--keep", settings.job.repair.prune.keep, "never remove dylibs whose install name (or its last component) matches GLOB; repeatable")
-      ->type_name("GLOB");
+      ->type_name("GLOB")
+      ->allow_extra_args(false);  // one GLOB per --keep: the words after it are paths
   command->add_option("--only", settings.job.repair.prune.only, "remove only unused dylibs matching GLOB, e.g. '*libomp*'; repeatable")
-      ->type_name("GLOB");
+      ->type_name("GLOB")
+      ->allow_extra_args(false);
 }
 
 void add_output(CLI::App* command, Settings& settings) {

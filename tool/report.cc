@@ -141,10 +141,16 @@ std::string finding_line(const Finding& finding) {
 }
 
 std::string check_summary(const std::vector<FileReport>& reports, const std::vector<Finding>& findings) {
-  size_t checked = 0;
-  for (const FileReport& report : reports) checked += report.status != "skipped" && report.status != "failed";
+  size_t checked = 0, failed = 0;
+  for (const FileReport& report : reports) {
+    checked += report.status != "skipped" && report.status != "failed";
+    failed += report.status == "failed";
+  }
+  // A file that could not be read was not checked: the summary says so beside the
+  // error, so that "0 findings" is never read as a pass.
   return "machofix check: " + std::to_string(checked) + (checked == 1 ? " file" : " files") + " checked, " +
-         std::to_string(findings.size()) + (findings.size() == 1 ? " finding" : " findings");
+         std::to_string(findings.size()) + (findings.size() == 1 ? " finding" : " findings") +
+         (failed ? ", " + std::to_string(failed) + (failed == 1 ? " file" : " files") + " could not be checked" : "");
 }
 
 namespace {

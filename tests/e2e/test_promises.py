@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""Promises of the README that a broken product could otherwise break unseen, offline.
+
+Each check names the promise. Found missing by a mutation audit (issue 19): the
+dry-run guard, verify failing an unsigned arm64 slice, check refusing what it cannot
+read, and the CLI paths no other test ran (--backup as a hard link, GitHub
+annotations, sign --identifier, prune --sign, --keep, --only), with every exit status.
+Usage: test_promises.py MACHOFIX PTE_WRITER FIXTURE_DIR WORK_DIR
+"""
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "support"))
+import codesign_check  # noqa: E402
+
+UNUSED = "aoti_metal_arm64_chained.in"  # signed by the linker; libomp unused
+UNSIGNED = "aoti_metal_arm64_dyldinfo_unsigned.in"
+CLEAN = "aoti_metal_arm64_chained.ref"  # the -dead_strip_dylibs relink: nothing to remove
+UNIVERSAL = "universal_fat64_chained.in"
+
+failures = []
+
+
+def expect(condition, promise, result=None):
+    detail = ""
+    if not condition and result is not None:
+        detail = f"\n    exit {result.returncode}; stdout: {result.stdout.strip()[:300]}; stderr: {result.stderr.strip()[:300]}"
+    print(("ok   " if condition else "FAIL ") + promise)
+    if not condition:
+        failures.append(promise + detail)
+
+
+def run(*args, env=None, cwd=None):
+    return subprocess.run(list(args), capture_output=True, text=True, env=env, cwd=cwd, timeout=120)
+
+
+def state(path):
+    """What must not change when nothing is written: bytes, inode, modification time."""
+    info = os.stat(path)
+    with open(path, "rb") as handle:
+        return hashlib.sha256(handle.read()).hexdigest(), info.st_ino, info.st_mtime_ns
+
+
+def tree_state(directory):
+    return {name: state(os.path.join(directory, name)) for name in sorted(os.listdir(directory))}
+
+
+class Scratch:
+    def __init__(self, work, fixtures, pte_writer):
+        self.work, self.fixtures, self.pte_writer = work, fixtures, pte_writer
+
+    def directory(self, name):
+        path = os.path.join(self.work, name)
+        shutil.rmtree(path, ignore_errors=True)
+        os.makedirs(path)
+        return path
+
+    def copy(self, fixture, directory, name):
+        path = os.path.join(directory, name)
+        shutil.copyfile(os.path.join(self.fixtures, fixture), path)
+        return path
+
+    def pte(self, directory, name):
+        path = os.path.join(directory, name)
+        subprocess.run([self.pte_writer, "wrap", os.path.join(self.fixtures, UNUSED), path, "hash"], check=True,
+                       capture_output=True)
+        return path
+
+    def tar(self, directory, name, members):
+        path = os.path.join(directory, name)
+        with tarfile.open(path, "w:gz") as archive:
+            for member in members:
+                archive.add(member, arcname=os.path.basename(member))
+        return path
+
+
+def dry_run_writes_nothing(machofix, scratch):
+    """--dry-run wins over --in-place and -o: nothing is written, whatever the input."""
+    directory = scratch.directory("dry_run")
+    inputs = {
+        "thin Mach-O": scratch.copy(UNUSED, directory, "thin.dylib"),
+        "universal Mach-O": scratch.copy(UNIVERSAL, directory, "universal.dylib"),
+        ".pte": scratch.pte(directory, "model.pte"),
+    }
+    inputs["archive"] = scratch.tar(directory, "models.tar.gz", [inputs["thin Mach-O"], inputs[".pte"]])
+    for what, path in inputs.items():
+        for mode in (["--in-place"], ["-o", os.path.join(directory, "out")], ["--in-place", "--backup", ".orig"]):
+            before = tree_state(directory)
+            result = run(machofix, "prune", "--dry-run", *mode, path)
+            expect(result.returncode in (0, 2) and tree_state(directory) == before,
+                   f"prune --dry-run {' '.join(mode)} on a {what}: nothing written, the input untouched", result)
+    before = tree_state(directory)
+    result = run(machofix, "prune", "--dry-run", "--in-place", directory)
+    expect(result.returncode == 0 and tree_state(directory) == before and "would change" in result.stdout,
+           "prune --dry-run --in-place on a directory: reports what would change, writes nothing", result)
+
+
+def verify_statuses(machofix, scratch):
+    directory = scratch.directory("verify")
+    signed = scratch.copy(UNUSED, directory, "signed.dylib")
+    unsigned = scratch.copy(UNSIGNED, directory, "unsigned.dylib")
+    tampered = scratch.copy(UNUSED, directory, "tampered.dylib")
+    with open(tampered, "r+b") as handle:
+        handle.seek(0x600)
+        byte = handle.read(1)
+        handle.seek(0x600)
+        handle.write(bytes([byte[0] ^ 0xFF]))
+    result = run(machofix, "verify", signed)
+    expect(result.returncode == 0, "verify: a validly signed arm64 dylib exits 0", result)
+    result = run(machofix, "verify", unsigned)
+    expect(result.returncode == 1 and "not signed" in result.stdout + result.stderr,
+           "verify: an unsigned arm64 slice fails (exit 1), saying it is not signed", result)
+    result = run(machofix, "verify", tampered)
+    expect(result.returncode == 1 and "hash mismatch" in result.stdout + result.stderr,
+           "verify: a changed page fails (exit 1), naming the mismatch", result)
+    result = run(machofix, "verify", os.path.join(directory, "missing.dylib"))
+    expect(result.returncode == 2, "verify: a missing file is an error (exit 2)", result)
+    result = run(machofix, "verify", signed, unsigned)
+    expect(result.returncode == 1, "verify: one failing file of two makes the run fail (exit 1)", result)
+
+
+def check_statuses(machofix, scratch):
+    directory = scratch.directory("check")
+    unused = scratch.copy(UNUSED, directory, "unused.dylib")
+    clean = scratch.copy(CLEAN, directory, "clean.dylib")
+    empty = os.path.join(directory, "empty.dylib")
+    open(empty, "wb").close()
+    result = run(machofix, "check", unused)
+    expect(result.returncode == 1 and "libomp" in result.stdout + result.stderr,
+           "check: an unused dependency is a finding (exit 1) naming it", result)
+    result = run(machofix, "check", clean, "--allow-prefix", "/opt/llvm-openmp")
+    expect(result.returncode == 0, "check: a file with nothing to find passes (exit 0)", result)
+    for what, path in (("an empty file", empty), ("a missing file", os.path.join(directory, "missing.dylib"))):
+        result = run(machofix, "check", path)
+        expect(result.returncode == 2 and "1 file could not be checked" in result.stdout,
+               f"check: {what} is an error (exit 2), and the summary says it was not checked", result)
+    result = run(machofix, "check", scratch.directory("check_empty_dir"))
+    expect(result.returncode == 2 and "no models found under" in result.stderr,
+           "check: a directory with no model is an error (exit 2), not a pass", result)
+    result = run(machofix, "check", unused, empty)
+    expect(result.returncode == 2, "check: an unreadable file among findings still exits 2", result)
+    env = dict(os.environ, GITHUB_ACTIONS="true")
+    result = run(machofix, "check", unused, env=env)
+    annotations = [line for line in (result.stdout + result.stderr).splitlines() if line.startswith("::error file=")]
+    expect(result.returncode == 1 and annotations and unused in annotations[0] and "libomp" in annotations[0],
+           "check under GitHub Actions: each finding is also an ::error annotation naming the file", result)
+    result = run(machofix, "check", unused)
+    expect("::error" not in result.stdout + result.stderr, "check outside GitHub Actions: no annotations", result)
+
+
+def backup_is_a_hard_link(machofix, scratch):
+    directory = scratch.directory("backup")
+    path = scratch.copy(UNUSED, directory, "model.dylib")
+    original_inode = os.stat(path).st_ino
+    original = state(path)[0]
+    result = run(machofix, "prune", "--in-place", "--backup", ".orig", path)
+    backup = path + ".orig"
+    expect(result.returncode == 0 and os.path.exists(backup), "prune --in-place --backup: the backup exists", result)
+    if os.path.exists(backup):
+        expect(os.stat(backup).st_ino == original_inode and state(backup)[0] == original,
+               "--backup: the backup is the original inode (a hard link), its bytes unchanged")
+        expect(os.stat(path).st_ino != original_inode, "--in-place: the repaired file is a new inode")
+
+
+def signing_options(machofix, scratch):
+    directory = scratch.directory("signing")
+    unsigned = scratch.copy(UNSIGNED, directory, "unsigned.dylib")
+    signed = os.path.join(directory, "signed.dylib")
+    result = run(machofix, "sign", unsigned, "-o", signed, "--identifier", "com.example.model")
+    expect(result.returncode == 0, "sign --identifier: exits 0", result)
+    if result.returncode == 0:
+        report = json.loads(run(machofix, "inspect", signed, "--json", "-").stdout)
+        identifier = report["files"][0]["macho"]["slices"][0]["signature"]["identifier"]
+        expect(identifier == "com.example.model", f"sign --identifier: the signature's identifier is it ({identifier})")
+        expect(all(status == "valid" for status, _ in codesign_check.check_file(signed)),
+               "sign: the new signature is valid for the independent checker")
+    pruned = os.path.join(directory, "pruned.dylib")
+    result = run(machofix, "prune", unsigned, "-o", pruned)
+    expect(result.returncode == 0 and all(status == "unsigned" for status, _ in codesign_check.check_file(pruned)),
+           "prune without --sign leaves an unsigned slice unsigned", result)
+    result = run(machofix, "prune", unsigned, "-o", pruned, "--sign")
+    expect(result.returncode == 0 and all(status == "valid" for status, _ in codesign_check.check_file(pruned)),
+           "prune --sign: an unsigned slice comes out validly signed", result)
+
+
+def policy_options(machofix, scratch):
+    directory = scratch.directory("policy")
+    path = scratch.copy(UNUSED, directory, "model.dylib")
+    for flag, glob, removed in (("--keep", "*libomp*", 0), ("--keep", "*libfoo*", 1), ("--only", "*libomp*", 1),
+                                ("--only", "*libnothing*", 0)):
+        result = run(machofix, "prune", "--dry-run", flag, glob, path, "--json", "-")
+        count = json.loads(result.stdout)["summary"]["dylibs_removable"] if result.returncode == 0 else None
+        expect(count == removed, f"prune {flag} '{glob}': {removed} dylib(s) to remove (got {count})", result)
+
+
+def main():
+    machofix, pte_writer, fixtures, work = [os.path.abspath(a) for a in sys.argv[1:5]]
+    scratch = Scratch(work, fixtures, pte_writer)
+    for test in (dry_run_writes_nothing, verify_statuses, check_statuses, backup_is_a_hard_link, signing_options,
+                 policy_options):
+        test(machofix, scratch)
+    for failure in failures:
+        print("FAIL:", failure)
+    print(f"promises: {len(failures)} broken")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
