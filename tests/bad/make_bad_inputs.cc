@@ -1,13 +1,14 @@
 // Crafts the bad-input corpus from the committed table tests/bad/cases.txt.
 //
-//   make_bad_inputs CASES OUTDIR [SAMPLES_DIR]
+//   make_bad_inputs CASES OUTDIR
 //
 // For each case: takes a valid base file, applies the recipe's edits, writes
 // OUTDIR/<name>.<ext>, and appends to OUTDIR/manifest.tsv one line
 //   name \t file \t offset \t requires
 // with the expected offset (the table's expression, resolved on the base) in hex,
-// or "none". A case whose base is unavailable (a .pte case without the samples or
-// .pte support) is written with requires = "missing:<why>" so the runner can say so.
+// or "none". Every base is made here (tests/support/macho_builder.h, the test .pte
+// writer); a case whose base this build cannot make is written with
+// requires = "missing:<why>", which the runner counts as a failure.
 //
 // Table: one case per line, columns separated by '|', '#' starts a comment line:
 //   name | recipe | prune exit | inspect exit | expected message substring | expected offset
@@ -93,12 +94,6 @@ struct Base {
   std::string missing;  // why this base is unavailable
 };
 
-std::vector<uint8_t> read_file(const fs::path& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return {};
-  return {std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
-}
-
 Base from_image(test::Image image, bool sign) {
   Base base;
   base.bytes = sign ? signed_copy(image.bytes) : image.bytes;
@@ -119,7 +114,7 @@ Base fat_base(bool fat64) {
   return base;
 }
 
-Base make_base(const std::string& name, const fs::path& samples) {
+Base make_base(const std::string& name) {
   if (name == "dyld_info") return from_image(dyld_info_dylib().build(), false);
   if (name == "dyld_info_signed") return from_image(dyld_info_dylib().build(), true);
   if (name == "dyld_info_noseg") return from_image(dyld_info_dylib().without_segments().build(), false);
@@ -142,12 +137,18 @@ Base make_base(const std::string& name, const fs::path& samples) {
   if (name == "fat") return fat_base(false);
   if (name == "fat64") return fat_base(true);
   if (name == "pte_hash" || name == "pte_method") {
+    // Made here, not read from ../shared/samples: the same layout as the samples
+    // ExecuTorch wrote (program, delegate payload, .so, weights), built by the
+    // project's own writer, so that no case depends on files beside the checkout.
     Base base;
     base.extension = "pte";
-    fs::path path = samples / (name == "pte_hash" ? "metal_hashkeys.pte" : "metal_methodkeys.pte");
-    base.bytes = read_file(path);
-    if (base.bytes.empty()) base.missing = "no sample " + path.string();
-    if (!BAD_HAVE_PTE) base.missing = "no core/pte.h in this build";
+#if BAD_HAVE_PTE_WRITER
+    std::vector<uint8_t> so = signed_copy(dyld_info_dylib().build().bytes);
+    pte_test::Keys keys = name == "pte_hash" ? pte_test::Keys::Hash : pte_test::Keys::Method;
+    base.bytes = pte_test::build(pte_test::aoti_spec(keys, {{"forward", &so, 1}}));
+#else
+    base.missing = "no tests/pte/pte_writer.h in this build";
+#endif
     return base;
   }
   if (name == "ptd") {
@@ -328,12 +329,11 @@ void apply(std::vector<uint8_t>& bytes, const std::string& edit, const Evaluator
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3 && argc != 4) {
-    std::cerr << "usage: make_bad_inputs CASES OUTDIR [SAMPLES_DIR]\n";
+  if (argc != 3) {
+    std::cerr << "usage: make_bad_inputs CASES OUTDIR\n";
     return 2;
   }
   fs::path out = argv[2];
-  fs::path samples = argc == 4 ? fs::path(argv[3]) : fs::path();
   fs::create_directories(out);
   std::ifstream table(argv[1]);
   if (!table) {
@@ -355,7 +355,7 @@ int main(int argc, char** argv) {
       for (const std::string& word : split(trim(columns[1]), ' '))
         if (!trim(word).empty()) recipe.push_back(trim(word));
       if (recipe.empty()) die("empty recipe");
-      if (!bases.count(recipe[0])) bases.emplace(recipe[0], make_base(recipe[0], samples));
+      if (!bases.count(recipe[0])) bases.emplace(recipe[0], make_base(recipe[0]));
       const Base& base = bases.at(recipe[0]);
       std::string file = name + "." + base.extension;
       if (!base.missing.empty()) {
