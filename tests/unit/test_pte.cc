@@ -16,6 +16,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 
 #include "core/pte.h"
 #include "tests/pte/pte_writer.h"
@@ -65,23 +67,38 @@ void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::fclose(file);
 }
 
-// The Mach-O images of make_blobs.sh, linked once per run; null without LLVM 16.
-const pte_test::Blobs* linked_blobs() {
-  static TempDir directory;
-  static std::unique_ptr<pte_test::Blobs> blobs = [] {
-    std::string command = "'" + source_root() + "/tests/pte/make_blobs.sh' '" + directory.path + "' >/dev/null 2>&1";
-    if (std::system(command.c_str()) != 0) return std::unique_ptr<pte_test::Blobs>();
-    return std::make_unique<pte_test::Blobs>(pte_test::Blobs::load(directory.path));
-  }();
-  return blobs.get();
+// The Mach-O images of make_blobs.sh, linked once per run; null when the script
+// failed (its output is then in <dir>/make_blobs.log).
+struct LinkedBlobs {
+  TempDir directory;
+  std::unique_ptr<pte_test::Blobs> blobs;
+  std::string log = directory.path + "/make_blobs.log";
+};
+
+std::string read_text(const std::string& path) {
+  std::ifstream file(path);
+  return {std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
 }
 
-#define REQUIRE_BLOBS()                                                                        \
-  const pte_test::Blobs* blobs = linked_blobs();                                               \
-  if (!blobs) {                                                                                \
-    MESSAGE("skipped: tests/pte/make_blobs.sh failed (needs clang-16, ld64.lld-16, llvm-lipo-16)"); \
-    return;                                                                                    \
-  }
+const LinkedBlobs& linked_blobs() {
+  static LinkedBlobs linked;  // made in place: a copy of its TempDir would remove the directory
+  static bool linked_once = [] {
+    std::string command = "'" + source_root() + "/tests/pte/make_blobs.sh' '" + linked.directory.path + "' >'" +
+                          linked.log + "' 2>&1";
+    if (std::system(command.c_str()) == 0)
+      linked.blobs = std::make_unique<pte_test::Blobs>(pte_test::Blobs::load(linked.directory.path));
+    return true;
+  }();
+  (void)linked_once;
+  return linked;
+}
+
+// setup.sh installs what make_blobs.sh needs (clang-16, ld64.lld-16, llvm-lipo-16):
+// its failure is a failure of the test, never a pass with nothing checked.
+#define REQUIRE_BLOBS()                                                                              \
+  const pte_test::Blobs* blobs = linked_blobs().blobs.get();                                        \
+  if (!blobs) FAIL((std::string("tests/pte/make_blobs.sh failed (needs clang-16, ld64.lld-16, llvm-lipo-16): ") + \
+                    read_text(linked_blobs().log)));
 
 // Bytes that look like a thin Mach-O to looks_like_thin_macho, for stand-in rewriters.
 std::vector<uint8_t> fake_macho(uint64_t size, uint64_t seed) {
