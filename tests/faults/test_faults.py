@@ -9,9 +9,11 @@ blob is rewritten (core/pte_repair.cc, CopyAhead):
   1. no space left on the device (a small tmpfs; needs mount permission, i.e. root:
      skipped with a visible message otherwise);
   2. RLIMIT_FSIZE below the output size, SIGXFSZ ignored, so the write fails with
-     EFBIG;
-  3. SIGKILL while the output is being written (a large input, killed as soon as
-     its temporary file appears and again once it is half written): the input is
+     EFBIG (a .pte's output is given its final length first, so there the failure
+     comes before any byte is copied; case 1 fails a .pte half-way through its copy);
+  3. SIGKILL while the output is being written (a large dylib, and a large .pte
+     whose copy threads are running, killed as soon as the temporary file appears
+     and again once half of it is allocated): the input is
      byte-identical; a temporary file may stay behind, and the next run that writes
      that target in that directory removes it (core/file_io.cc names temporaries
      ".<name>.machofix-<pid>-XXXXXX" and removes those of dead pids).
@@ -153,7 +155,9 @@ def kill_while_writing(machofix, command, directory, prefix, written_fraction, e
             if names:
                 seen = names[0]
                 try:
-                    size = os.path.getsize(os.path.join(directory, seen))
+                    # Bytes allocated, not the length: a .pte's output is given its
+                    # final length before its copy threads fill it.
+                    size = os.stat(os.path.join(directory, seen)).st_blocks * 512
                 except FileNotFoundError:
                     size = 0
                 if size >= written_fraction * expected_size:
@@ -170,25 +174,28 @@ def kill_while_writing(machofix, command, directory, prefix, written_fraction, e
 
 
 def killed(machofix, big, work):
+    """SIGKILL at 0% and 50% written, in place and with -o, on `big` (a dylib, whose
+    output is written by one thread, or a .pte, copied by threads of its own)."""
+    ext = os.path.splitext(big)[1]
     size = os.path.getsize(big)
-    directory = fresh(os.path.join(work, "kill"))
-    victim = os.path.join(directory, "victim.dylib")
+    directory = fresh(os.path.join(work, "kill" + ext))
+    victim = os.path.join(directory, "victim" + ext)
     shutil.copyfile(big, victim)
     before = sha256(victim)
 
     for fraction in (0.0, 0.5):
-        name = "SIGKILL --in-place at %d%% written" % (fraction * 100)
+        name = "SIGKILL --in-place at %d%% written (%s)" % (fraction * 100, ext)
         temp = kill_while_writing(machofix, [machofix, "prune", victim, "--in-place"], directory,
-                                  ".victim.dylib.machofix-", fraction, size)
+                                  ".victim%s.machofix-" % ext, fraction, size)
         if not check(temp is not None, "%s: machofix finished before it could be killed" % name):
             return
         print("%s: killed; left behind: %s" % (name, temporaries(directory)))
         check(sha256(victim) == before, "%s: the input changed" % name)
-        check(set(os.listdir(directory)) <= {"victim.dylib", temp}, "%s: unexpected files: %s" % (name, os.listdir(directory)))
+        check(set(os.listdir(directory)) <= {"victim" + ext, temp}, "%s: unexpected files: %s" % (name, os.listdir(directory)))
 
-    out = os.path.join(directory, "out.dylib")
-    name = "SIGKILL -o at 50% written"
-    temp = kill_while_writing(machofix, [machofix, "prune", victim, "-o", out], directory, ".out.dylib.machofix-", 0.5, size)
+    out = os.path.join(directory, "out" + ext)
+    name = "SIGKILL -o at 50%% written (%s)" % ext
+    temp = kill_while_writing(machofix, [machofix, "prune", victim, "-o", out], directory, ".out%s.machofix-" % ext, 0.5, size)
     if check(temp is not None, "%s: machofix finished before it could be killed" % name):
         print("%s: killed; left behind: %s" % (name, temporaries(directory)))
         check(not os.path.exists(out), "%s: OUT exists" % name)
@@ -202,7 +209,7 @@ def killed(machofix, big, work):
     result = subprocess.run([machofix, "prune", victim, "--in-place"], capture_output=True, text=True)
     check(result.returncode == 0, "rerun --in-place: exit %d: %s" % (result.returncode, result.stderr))
     check(temporaries(directory) == [], "rerun --in-place: temporary files are still there: %s" % temporaries(directory))
-    check(sorted(os.listdir(directory)) == ["out.dylib", "victim.dylib"], "after the reruns: %s" % os.listdir(directory))
+    check(sorted(os.listdir(directory)) == ["out" + ext, "victim" + ext], "after the reruns: %s" % os.listdir(directory))
     check(sha256(victim) == sha256(out) != before, "after the reruns: the in-place result differs from the -o one")
     print("reruns: the temporary files of the killed runs were removed; the results are complete")
 
@@ -218,17 +225,22 @@ def main(argv):
     subprocess.run([make_big, small, "8"], check=True)
     subprocess.run([make_big, big, os.environ.get("MACHOFIX_FAULT_MB", "256")], check=True)
 
-    smalls = [small]
+    smalls, bigs = [small], [big]
     if len(argv) == 4:
         blobs = os.path.join(work, "blobs")
         subprocess.run([os.path.join(ROOT, "tests", "pte", "make_blobs.sh"), blobs], check=True, capture_output=True)
         small_pte = os.path.join(work, "small.pte")
         subprocess.run([os.path.abspath(argv[3]), "big", blobs, small_pte, str(8 << 20), "4096"], check=True)
         smalls.append(small_pte)
+        big_pte = os.path.join(work, "big.pte")
+        weights = int(os.environ.get("MACHOFIX_FAULT_MB", "256")) << 20
+        subprocess.run([os.path.abspath(argv[3]), "big", blobs, big_pte, str(weights), "4096"], check=True)
+        bigs.append(big_pte)
     for each in smalls:
         no_space(machofix, each, work)
         file_size_limit(machofix, each, work)
-    killed(machofix, big, work)
+    for each in bigs:
+        killed(machofix, each, work)
 
     for what in skipped:
         print("SKIPPED: " + what)
