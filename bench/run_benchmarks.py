@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """machofix's speed and memory, measured against the tools it must keep up with.
 
-  bench/run_benchmarks.py [--build build] [--quick] [--write BENCHMARKS.md]
+  bench/run_benchmarks.py [--build build] [--quick] [--only PART] [--write BENCHMARKS.md]
+  bench/run_benchmarks.py --check BENCHMARKS.md
+
+Writes the whole of BENCHMARKS.md: the text of bench/BENCHMARKS.md.in with the
+measurements in its places (--check: the committed file is exactly that). Parts:
 
  - .pte files of 10 MB .. 4 GB: `machofix prune -o` against `cp` of the same file,
    and machofix's peak RSS (target: 1.2x cp or better, under 256 MiB at every size);
@@ -12,14 +16,18 @@
  - a batch of many models with --jobs 1 and --jobs 2;
  - refusals: `machofix prune` of a dylib whose __text was changed after signing, and
    of an identity-signed one (no --adhoc), both refused, against `machofix verify`
-   of the same file (target: about 1x: every refusal is decided before any rewriting).
+   of the same file (target: about 1x: every refusal is decided before any rewriting);
+ - startup: `machofix --version`, `verify` and `prune -o` of a 100 KB dylib, against
+   /bin/true.
 Each time is the median of several runs with the input in the page cache. Needs the
 LLVM 16 tools and a built tree (scripts/setup.sh). Files go to $BENCH_DIR or /tmp.
 """
 import argparse
 import collections
+import difflib
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -184,58 +192,133 @@ def bench_batch(machofix, pte_writer, work, count, runs):
     return rows
 
 
-def table(header, rows, formats):
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+def bench_startup(machofix, work, runs):
+    """What a run costs before its file: the process alone, verify and prune of a small dylib."""
+    dylib = os.path.join(work, "small.dylib")
+    subprocess.run([os.path.join(ROOT, "bench", "make_big_dylib.sh"), dylib, "100"], check=True)
+    warm(dylib)
+    out = os.path.join(work, "small-out.dylib")
+    floor, version, verify, prune = timed((["/bin/true"],), ([machofix, "--version"],),
+                                          ([machofix, "verify", "-q", dylib],),
+                                          ([machofix, "prune", "-q", dylib, "-o", out], None, removing(out)),
+                                          runs=max(runs, 21))
+    return [(what, timing.median * 1000, timing.best * 1000, timing.peak / 1024)
+            for what, timing in (("`/bin/true`", floor), ("`machofix --version`", version),
+                                 ("`machofix verify` (100 KB dylib)", verify),
+                                 ("`machofix prune -o` (100 KB dylib)", prune))]
+
+
+# What each part's table looks like: its header and the format of each column.
+TABLES = {
+    "pte": (["file", "cp s", "machofix s", "ratio", "ratio of best runs", "peak RSS MiB"],
+            ["{}", "{:.3f}", "{:.3f}", "{:.2f}x", "{:.2f}x", "{:.0f}"]),
+    "macho": (["dylib", "prune s", "install-name-tool s", "ratio", "best", "verify s", "sha256sum s", "ratio", "best"],
+              ["{}", "{:.3f}", "{:.3f}", "{:.2f}x", "{:.2f}x", "{:.3f}", "{:.3f}", "{:.2f}x", "{:.2f}x"]),
+    "startup": (["run", "median ms", "best ms", "peak RSS MiB"], ["{}", "{:.1f}", "{:.1f}", "{:.0f}"]),
+    "batch": (["--jobs", "files", "seconds", "best", "peak RSS MiB"], ["{}", "{}", "{:.2f}", "{:.2f}", "{:.0f}"]),
+    "refusals": (["dylib", "verify (changed __text) s", "prune refused s", "ratio", "best", "verify (identity) s",
+                  "prune refused s", "ratio", "best"],
+                 ["{}", "{:.3f}", "{:.3f}", "{:.2f}x", "{:.2f}x", "{:.3f}", "{:.3f}", "{:.2f}x", "{:.2f}x"]),
+}
+NOT_MEASURED = "(not measured in the last run)"
+TEMPLATE = os.path.join(ROOT, "bench", "BENCHMARKS.md.in")
+
+
+def header_line(part):
+    return "| " + " | ".join(TABLES[part][0]) + " |"
+
+
+def table(part, rows):
+    header, formats = TABLES[part]
+    lines = [header_line(part), "|" + "---|" * len(header)]
     for row in rows:
         lines.append("| " + " | ".join(f.format(v) for f, v in zip(formats, row)) + " |")
     return "\n".join(lines)
+
+
+def render(values):
+    with open(TEMPLATE) as handle:
+        text = handle.read()
+    for key, value in values.items():
+        text = text.replace("{{%s}}" % key, value)
+    return text
+
+
+def check_document(path):
+    """BENCHMARKS.md is the template with measurements in its places: nothing edited by
+    hand, every table with the header the script writes."""
+    with open(TEMPLATE) as handle:
+        template = handle.read()
+    with open(path) as handle:
+        document = handle.read()
+    keys = re.findall(r"\{\{(\w+)\}\}", template)
+    pattern = "".join(re.escape(piece) if i % 2 == 0 else "(?P<%s>.*?)" % piece
+                      for i, piece in enumerate(re.split(r"\{\{(\w+)\}\}", template)))
+    match = re.fullmatch(pattern, document, re.DOTALL)
+    if not match:
+        template_lines, document_lines = template.splitlines(), document.splitlines()
+        print(f"{path} does not match {TEMPLATE} (edited by hand?): rewrite it with bench/run_benchmarks.py --write")
+        for line in difflib.unified_diff(template_lines, document_lines, "template", path, lineterm="", n=1):
+            print("  " + line)
+        return 1
+    problems = []
+    for key in keys:
+        value = match.group(key)
+        if key in TABLES and value != NOT_MEASURED and value.splitlines()[:1] != [header_line(key)]:
+            problems.append(f"the {key} table's header is not the one the script writes: {value.splitlines()[:1]}")
+    for problem in problems:
+        print(f"{path}: {problem}")
+    print(f"{path}: {'matches' if not problems else 'does not match'} its template ({len(keys)} measured parts)")
+    return 1 if problems else 0
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
     parser.add_argument("--quick", action="store_true", help="small sizes, 3 runs: a smoke test of the script")
-    parser.add_argument("--write", help="also write the results as markdown to this file")
-    parser.add_argument("--only", choices=["pte", "macho", "batch", "refusals"], action="append",
+    parser.add_argument("--write", help="write the whole document (bench/BENCHMARKS.md.in filled in) to this file")
+    parser.add_argument("--check", help="check that this file is the template filled in by the script, then exit")
+    parser.add_argument("--only", choices=list(TABLES), action="append",
                         help="run only these parts (repeatable); all by default")
     parser.add_argument("--runs", type=int, help="runs per figure (median); 5 by default, 3 with --quick")
     arguments = parser.parse_args()
-    parts = set(arguments.only or ["pte", "macho", "batch", "refusals"])
+    if arguments.check:
+        return check_document(arguments.check)
+    parts = set(arguments.only or list(TABLES))
     machofix = os.path.join(arguments.build, "machofix")
     pte_writer = os.path.join(arguments.build, "tests", "pte_writer")
     runs = arguments.runs or (3 if arguments.quick else 5)
     pte_sizes = [10, 100] if arguments.quick else [10, 100, 1024, 4096]
     macho_sizes = [100, 1024, 10240] if arguments.quick else [100, 1024, 10240, 51200, 204800]  # KiB
+    refusal_sizes = [10240] if arguments.quick else [10240, 204800]  # KiB
     work = tempfile.mkdtemp(prefix="machofix-bench-", dir=os.environ.get("BENCH_DIR"))
+    load_before = os.getloadavg()[0]
+    measure = {
+        "pte": lambda: bench_pte(machofix, pte_writer, work, pte_sizes, runs),
+        "macho": lambda: bench_macho(machofix, work, macho_sizes, runs),
+        "startup": lambda: bench_startup(machofix, work, runs),
+        "batch": lambda: bench_batch(machofix, pte_writer, work, 20 if arguments.quick else 100, runs),
+        "refusals": lambda: bench_refusals(machofix, work, refusal_sizes, runs),
+    }
+    values = {}
     try:
-        pte = bench_pte(machofix, pte_writer, work, pte_sizes, runs) if "pte" in parts else []
-        macho = bench_macho(machofix, work, macho_sizes, runs) if "macho" in parts else []
-        batch = bench_batch(machofix, pte_writer, work, 20 if arguments.quick else 100, runs) if "batch" in parts else []
-        refusal_sizes = [10240] if arguments.quick else [10240, 204800]  # KiB
-        refusals = bench_refusals(machofix, work, refusal_sizes, runs) if "refusals" in parts else []
+        for part in TABLES:
+            values[part] = table(part, measure[part]()) if part in parts else NOT_MEASURED
+            print(f"## {part}\n{values[part]}\n", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    report = "\n\n".join([
-        f"Machine: {machine()}; files on {filesystem(tempfile.gettempdir() if not os.environ.get('BENCH_DIR') else os.environ['BENCH_DIR'])}, "
-        f"in the page cache; median of {runs} runs; {time.strftime('%Y-%m-%d')}.",
-        "### .pte: `machofix prune -o` against `cp` (target: 1.2x, under 256 MiB)",
-        table(["file", "cp s", "machofix s", "ratio", "ratio of best runs", "peak RSS MiB"], pte,
-              ["{}", "{:.3f}", "{:.3f}", "{:.2f}x", "{:.2f}x", "{:.0f}"]),
-        "### Mach-O: prune + re-sign against `llvm-install-name-tool-16 -add_rpath` (target 1.0x); "
-        "`machofix verify` against `sha256sum` (target 1.2x)",
-        table(["dylib", "prune s", "install-name-tool s", "ratio", "best", "verify s", "sha256sum s", "ratio", "best"],
-              macho, ["{}", "{:.3f}", "{:.3f}", "{:.2f}x", "{:.2f}x", "{:.3f}", "{:.3f}", "{:.2f}x", "{:.2f}x"]),
-        "### Batch: a tree of models (a .pte and an 8 MiB dylib each), `prune -o DIR`",
-        table(["--jobs", "files", "seconds", "best", "peak RSS MiB"], batch, ["{}", "{}", "{:.2f}", "{:.2f}", "{:.0f}"]),
-        "### Refusals: `machofix prune` of a file it refuses against `machofix verify` of the same file (target: about 1x)",
-        table(["dylib", "verify (changed __text) s", "prune refused s", "ratio", "best", "verify (identity) s",
-               "prune refused s", "ratio", "best"], refusals,
-              ["{}", "{:.3f}", "{:.3f}", "{:.2f}x", "{:.2f}x", "{:.3f}", "{:.3f}", "{:.2f}x", "{:.2f}x"]),
-    ])
-    print(report)
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    values.update({
+        "command": "`bench/run_benchmarks.py " + " ".join(sys.argv[1:]) + "`" + (f" at commit {commit}" if commit else ""),
+        "date": time.strftime("%Y-%m-%d"),
+        "load": f"{load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the end",
+        "machine": machine(),
+        "filesystem": filesystem(os.environ.get("BENCH_DIR") or tempfile.gettempdir()),
+    })
     if arguments.write:
         with open(arguments.write, "w") as handle:
-            handle.write(report + "\n")
+            handle.write(render(values))
+        print(f"wrote {arguments.write}")
     return 0
 
 
