@@ -19,6 +19,7 @@ enum class ProofStep {
   Untouched,  // prune: every byte outside the edited ranges compared with the input
   Lief,       // prune: LIEF's reading of the output compared with ours
   Signature,  // the renewed or added signature verified
+  LoaderRules,  // the rewritten slice checked against dyld's rules (loader_rules.h)
   PteReread,  // a written .pte/.ptd parsed again and compared with the plan
   Copy,       // a copied range of a .pte/.ptd compared with the input
 };

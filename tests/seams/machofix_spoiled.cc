@@ -8,7 +8,7 @@
 // to BYTE, and
 // "machofix_spoiled: spoiled STEP at OFFSET" goes to standard error, so that a test
 // knows the step was handed the wrong bytes. STEP: reread, untouched, lief,
-// signature, pte-reread, copy.
+// signature, loader-rules, pte-reread, copy.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -29,6 +29,7 @@ const char* step_name(ProofStep step) {
     case ProofStep::Untouched: return "untouched";
     case ProofStep::Lief: return "lief";
     case ProofStep::Signature: return "signature";
+    case ProofStep::LoaderRules: return "loader-rules";
     case ProofStep::PteReread: return "pte-reread";
     case ProofStep::Copy: return "copy";
   }

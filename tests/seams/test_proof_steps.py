@@ -143,6 +143,8 @@ def main():
     runner.expect_refusal("thin", chained, f"untouched@{code}", "changed outside any ordinal or load command", MACHO_MODES)
     runner.expect_refusal("thin", chained, f"lief@{name}", "LIEF reads the rewritten slice differently", MACHO_MODES)
     runner.expect_refusal("thin", chained, f"signature@{code}", "the renewed signature does not verify", MACHO_MODES)
+    runner.expect_refusal("thin", chained, "loader-rules@16=0x7f", "the rewritten slice breaks the loader rule lc-walk",
+                          MACHO_MODES)  # ncmds 127: commands run past sizeofcmds
 
     # A universal file: the arm64 slice's steps (both slices are offered; offsets are
     # from each slice's start).
