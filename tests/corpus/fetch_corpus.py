@@ -11,9 +11,13 @@ content and writes DIR/manifest.json describing them.
 The cache directory is --cache, else $MACHOFIX_CACHE, else
 ~/.cache/machofix/corpus. It must not lie inside the repository.
 
-Exit status: 0 success; 77 the npm registry cannot be reached (the one-line
-message starts with "SKIP: npm registry unreachable:"); 1 any other failure.
-Only the Python standard library is used.
+A certificate error (a machine whose CA store holds a local authority that the
+roots bundled with Node.js lack) is retried with the system's CA store as npm's
+cafile. Exit status: 0 success; 77 only when the npm registry cannot be reached
+(DNS failure, connection refused, no route, timeout): the one line on stdout
+starts with "SKIP: npm registry unreachable:" and says which; 1 any other failure,
+a missing npm and a certificate error that persists included. DIR/last-fetch.json
+records the outcome. Only the Python standard library is used.
 """
 import argparse
 import base64
@@ -26,6 +30,7 @@ import os
 import re
 import shutil
 import signal
+import ssl
 import struct
 import subprocess
 import sys
@@ -41,6 +46,7 @@ SCRIPT_DIR = os.path.dirname(os.path.realpath(__file__))
 REPO_ROOT = os.path.dirname(os.path.dirname(SCRIPT_DIR))
 DEFAULT_PACKAGES = os.path.join(SCRIPT_DIR, "packages.json")
 MANIFEST_FORMAT = 1
+LAST_FETCH = "last-fetch.json"  # the outcome of the last run, beside manifest.json
 MAX_EXTRACTED_BYTES = 1 << 30  # per package; a safety net against tar bombs
 LOCK_WAIT_SECONDS = 900
 
@@ -63,13 +69,28 @@ CPU_NAMES = {
 FILETYPES = {1: "MH_OBJECT", 2: "MH_EXECUTE", 6: "MH_DYLIB", 7: "MH_DYLINKER",
              8: "MH_BUNDLE", 9: "MH_DYLIB_STUB", 10: "MH_DSYM", 11: "MH_KEXT_BUNDLE"}
 
-# npm / node error codes meaning "the registry could not be reached".
-UNREACHABLE_RE = re.compile(
-    r"\b(ENOTFOUND|EAI_AGAIN|EAI_FAIL|ECONNREFUSED|ECONNRESET|ETIMEDOUT|ESOCKETTIMEDOUT|"
-    r"ENETUNREACH|EHOSTUNREACH|ENETDOWN|EHOSTDOWN|ECONNABORTED|EPIPE|ERR_SOCKET_TIMEOUT|"
-    r"UND_ERR_[A-Z_]+|E502|E503|E504|ENOTCONN|EPROTO|"
-    r"UNABLE_TO_GET_ISSUER_CERT_LOCALLY|SELF_SIGNED_CERT_IN_CHAIN|CERT_HAS_EXPIRED|"
-    r"request to \S+ failed|network request|socket hang up|getaddrinfo)\b")
+# How a failed npm command is told apart: by the error code npm reports (its --json
+# error object, else the code anywhere in its output) and, for a timeout, its message.
+# Only these mean that the registry cannot be reached, the one reason to skip.
+UNREACHABLE_CODES = {
+    "ENOTFOUND": "DNS lookup failed", "EAI_AGAIN": "DNS lookup failed", "EAI_FAIL": "DNS lookup failed",
+    "EAI_NONAME": "DNS lookup failed", "ECONNREFUSED": "connection refused",
+    "ETIMEDOUT": "timed out", "ESOCKETTIMEDOUT": "timed out", "ERR_SOCKET_TIMEOUT": "timed out",
+    "ERR_SOCKET_CONNECTION_TIMEOUT": "timed out", "ENETUNREACH": "network unreachable",
+    "EHOSTUNREACH": "host unreachable", "ENETDOWN": "network down", "EHOSTDOWN": "host down",
+}
+TIMEOUT_MESSAGE_RE = re.compile(r"network timeout at|Socket timeout|socket timeout", re.I)
+# Node's (OpenSSL's) certificate verification errors: retried with the system's CA
+# store as npm's cafile (npm trusts only the roots bundled with Node.js), then failures.
+CERTIFICATE_CODES = {
+    "UNABLE_TO_GET_ISSUER_CERT", "UNABLE_TO_GET_ISSUER_CERT_LOCALLY", "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+    "SELF_SIGNED_CERT_IN_CHAIN", "DEPTH_ZERO_SELF_SIGNED_CERT", "CERT_HAS_EXPIRED", "CERT_NOT_YET_VALID",
+    "CERT_UNTRUSTED", "CERT_REJECTED", "CERT_SIGNATURE_FAILURE", "CERT_CHAIN_TOO_LONG", "INVALID_CA",
+    "UNABLE_TO_DECRYPT_CERT_SIGNATURE", "ERR_TLS_CERT_ALTNAME_INVALID", "HOSTNAME_MISMATCH",
+}
+CODE_RE = re.compile(r"\b[A-Z][A-Z0-9_]{3,}\b")
+# Where systems keep their CA store as one file: Debian and Ubuntu, Fedora, macOS and the BSDs.
+SYSTEM_CA_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem")
 
 
 class Unreachable(Exception):
@@ -116,71 +137,127 @@ def one_line(text, limit=300):
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def run_npm(args, cwd, timeout):
-    """Run npm with no stdin; kill its whole process group on timeout.
-
-    Returns (returncode, combined output). Raises Unreachable on timeout or when
-    npm is missing."""
-    npm = shutil.which("npm")
-    if npm is None:
-        raise Unreachable("npm not found on PATH")
-    env = dict(os.environ)
-    env.setdefault("npm_config_update_notifier", "false")
-    env.setdefault("npm_config_fund", "false")
-    env.setdefault("npm_config_audit", "false")
-    try:
-        proc = subprocess.Popen([npm] + args, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True)
-    except OSError as e:
-        raise Unreachable("cannot run npm: %s" % e)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        with contextlib.suppress(Exception):
-            proc.communicate(timeout=10)
-        raise Unreachable("`npm %s` timed out after %ds" % (" ".join(args[:2]), timeout))
-    out = (out or b"").decode("utf-8", "replace")
-    err = (err or b"").decode("utf-8", "replace")
-    return proc.returncode, npm_error_summary(out) + " " + out + " " + err
+def npm_error_code(output):
+    """The error code of npm's --json error object, or None."""
+    start = output.find("{")
+    while start != -1:
+        with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
+            code, _ = json.JSONDecoder().raw_decode(output[start:])
+            return str(code["error"]["code"])
+        start = output.find("{", start + 1)
+    return None
 
 
-def npm_error_summary(stdout):
-    """"CODE: summary" from npm's --json error object, or ""."""
-    try:
-        e = json.loads(stdout)["error"]
-        return "%s: %s" % (e.get("code", "?"), e.get("summary", ""))
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return ""
+def npm_error_message(output):
+    """npm's one-line account of what failed: its --json summary, else its first error line."""
+    start = output.find("{")
+    while start != -1:
+        with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
+            error, _ = json.JSONDecoder().raw_decode(output[start:])
+            return one_line(str(error["error"]["summary"]), 200)
+        start = output.find("{", start + 1)
+    lines = [re.sub(r"^npm (ERR!|error) ", "", l) for l in output.splitlines() if l.strip()]
+    interesting = [l for l in lines if not re.match(r"^(code|errno|syscall) ", l)]
+    return one_line((interesting or lines or ["(no output)"])[0], 200)
 
 
-def registry_reachable(cwd, timeout):
-    try:
-        rc, _ = run_npm(["ping", "--fetch-retries=0", "--fetch-timeout=%d" % (timeout * 1000)],
-                        cwd, timeout + 10)
-    except Unreachable:
-        return False
-    return rc == 0
+def classify_npm_failure(output):
+    """("unreachable" | "certificate" | "other", reason) for the output of a failed npm command."""
+    message = npm_error_message(output)
+    codes = [npm_error_code(output)] + CODE_RE.findall(output)
+    for code in codes:
+        if code in CERTIFICATE_CODES:
+            return "certificate", "certificate error %s: %s" % (code, message)
+    for code in codes:
+        if code in UNREACHABLE_CODES:
+            return "unreachable", "%s (%s): %s" % (UNREACHABLE_CODES[code], code, message)
+    if TIMEOUT_MESSAGE_RE.search(output):
+        return "unreachable", "timed out: %s" % message
+    return "other", "%s: %s" % (codes[0] or "no error code", message)
+
+
+def system_ca_bundle():
+    """The system's CA store as one file ($SSL_CERT_FILE first, as OpenSSL does), or None."""
+    paths = ssl.get_default_verify_paths()
+    for candidate in (os.environ.get("SSL_CERT_FILE"), paths.cafile, paths.openssl_cafile) + SYSTEM_CA_BUNDLES:
+        if candidate and os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+class Npm:
+    """Runs npm commands; after a certificate error, with the system's CA store as
+    npm's cafile, for that command and every later one."""
+
+    def __init__(self):
+        self.executable = shutil.which("npm")
+        if self.executable is None:
+            raise Failure("npm not found on the PATH: the corpus is fetched with npm "
+                          "(scripts/setup.sh installs it)")
+        self.cafile = None
+
+    def run(self, args, cwd, timeout):
+        """Output of a successful `npm ARGS`; raises Unreachable or Failure."""
+        what = "npm " + " ".join(a for a in args[:2])
+        rc, output = self.attempt(args, cwd, timeout, what)
+        if rc == 0:
+            return output
+        kind, reason = classify_npm_failure(output)
+        if kind == "certificate" and self.cafile is None:
+            cafile = system_ca_bundle()
+            if cafile is None:
+                raise Failure("%s: %s; no system CA store was found to try instead" % (what, reason))
+            log("%s: %s; trying again with the system's CA store (npm cafile=%s)" % (what, reason, cafile))
+            self.cafile = cafile
+            return self.run(args, cwd, timeout)
+        if kind == "certificate":
+            raise Failure("%s: %s, also with the system's CA store as npm's cafile (%s): the "
+                          "registry's certificate is signed by an authority this system does not "
+                          "trust either; add that authority to the system store (Debian: copy it to "
+                          "/usr/local/share/ca-certificates/ and run update-ca-certificates)"
+                          % (what, reason, self.cafile))
+        if kind == "unreachable":
+            raise Unreachable("%s: %s" % (what, reason))
+        raise Failure("%s failed (exit %s): %s" % (what, rc, reason))
+
+    def attempt(self, args, cwd, timeout, what):
+        """(exit status, output) of one npm run, with no stdin; its whole process group
+        is killed on timeout (Unreachable: the registry does not answer)."""
+        env = dict(os.environ)
+        env.setdefault("npm_config_update_notifier", "false")
+        env.setdefault("npm_config_fund", "false")
+        env.setdefault("npm_config_audit", "false")
+        if self.cafile:
+            args = args + ["--cafile=" + self.cafile]
+        try:
+            proc = subprocess.Popen([self.executable] + args, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        except OSError as e:
+            raise Failure("cannot run %s: %s" % (self.executable, e))
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(Exception):
+                proc.communicate(timeout=10)
+            raise Unreachable("%s: timed out: no answer within %d s" % (what, timeout))
+        return proc.returncode, (out or b"").decode("utf-8", "replace") + "\n" + (err or b"").decode("utf-8", "replace")
 
 
 # ------------------------------------------------------------- npm pack
-def npm_pack(pkg, dest_tgz, work_dir, timeout):
+def npm_pack(npm, pkg, dest_tgz, work_dir, timeout):
     """npm pack NAME@VERSION and move the tarball to dest_tgz."""
     spec = "%s@%s" % (pkg["name"], pkg["version"])
     tmp = tempfile.mkdtemp(prefix="pack-", dir=work_dir)
     try:
-        args = ["pack", spec, "--pack-destination", tmp, "--json", "--ignore-scripts",
-                "--loglevel=error", "--fetch-retries=1", "--fetch-retry-mintimeout=2000",
-                "--fetch-retry-maxtimeout=10000",
-                "--fetch-timeout=%d" % (min(timeout, 120) * 1000)]
-        rc, out = run_npm(args, tmp, timeout)
+        npm.run(["pack", spec, "--pack-destination", tmp, "--json", "--ignore-scripts",
+                 "--loglevel=error", "--fetch-retries=1", "--fetch-retry-mintimeout=2000",
+                 "--fetch-retry-maxtimeout=10000", "--fetch-timeout=%d" % (min(timeout, 120) * 1000)],
+                tmp, timeout)
         tgzs = [f for f in os.listdir(tmp) if f.endswith(".tgz")]
-        if rc != 0 or len(tgzs) != 1:
-            if UNREACHABLE_RE.search(out) or not registry_reachable(tmp, 30):
-                raise Unreachable("npm pack %s failed: %s" % (spec, one_line(out)))
-            raise Failure("npm pack %s failed (exit %s): %s" % (spec, rc, one_line(out)))
+        if len(tgzs) != 1:
+            raise Failure("npm pack %s succeeded but left %d tarballs" % (spec, len(tgzs)))
         got = sri_sha512(os.path.join(tmp, tgzs[0]))
         if got != pkg["integrity"]:
             raise Failure("integrity mismatch for %s: pinned %s, npm gave %s"
@@ -407,8 +484,25 @@ def default_cache():
     return os.path.join(os.path.expanduser("~"), ".cache", "machofix", "corpus")
 
 
+def cache_path(cache):
+    return os.path.abspath(os.path.expanduser(cache))
+
+
+def record_outcome(cache, outcome, reason):
+    """DIR/last-fetch.json: what the last run came to ("ok", "unreachable", "failed"),
+    so that test_corpus.py can tell a skip from a failure when there is no manifest."""
+    cache = cache_path(cache)
+    if not os.path.isdir(cache) or is_within(cache, REPO_ROOT):
+        return
+    with contextlib.suppress(OSError):
+        fd, tmp = tempfile.mkstemp(prefix="last-fetch-", suffix=".json", dir=cache)
+        with os.fdopen(fd, "w") as f:
+            json.dump({"outcome": outcome, "reason": reason}, f)
+        os.replace(tmp, os.path.join(cache, LAST_FETCH))
+
+
 def fetch(cache, packages_file, timeout):
-    cache = os.path.abspath(os.path.expanduser(cache))
+    cache = cache_path(cache)
     if is_within(cache, REPO_ROOT):
         raise Failure("cache directory %s is inside the repository %s; use --cache or "
                       "MACHOFIX_CACHE to put it elsewhere" % (cache, REPO_ROOT))
@@ -419,6 +513,7 @@ def fetch(cache, packages_file, timeout):
     for d in (tar_dir, pkg_dir, work_dir):
         os.makedirs(d, exist_ok=True)
     with cache_lock(cache):
+        npm = None  # only needed for what is not cached
         manifest_pkgs = []
         files = []
         for pkg in pkgs:
@@ -428,7 +523,8 @@ def fetch(cache, packages_file, timeout):
                 log("cached  %s@%s" % (pkg["name"], pkg["version"]))
             else:
                 log("npm pack %s@%s" % (pkg["name"], pkg["version"]))
-                npm_pack(pkg, tgz, work_dir, timeout)
+                npm = npm or Npm()
+                npm_pack(npm, pkg, tgz, work_dir, timeout)
             dest = os.path.join(pkg_dir, base)
             ensure_extracted(pkg, tgz, dest, work_dir)
             entries = scan_package(pkg, dest)
@@ -458,20 +554,21 @@ def main(argv=None):
     ap.add_argument("--packages", default=DEFAULT_PACKAGES, metavar="FILE",
                     help="pinned package list (default: packages.json beside this script)")
     args = ap.parse_args(argv)
+    cache = args.cache or default_cache()
     try:
-        fetch(args.cache or default_cache(), args.packages, max(1, args.timeout))
+        fetch(cache, args.packages, max(1, args.timeout))
     except Unreachable as e:
-        print("SKIP: npm registry unreachable: %s" % one_line(str(e)), flush=True)
+        reason = one_line(str(e))
+        record_outcome(cache, "unreachable", reason)
+        print("SKIP: npm registry unreachable: %s" % reason, flush=True)
         return EXIT_SKIP
-    except Failure as e:
-        print("ERROR: %s" % e, file=sys.stderr, flush=True)
+    except BaseException as e:  # anything else is a failure, never a skip
+        reason = str(e) if isinstance(e, Failure) else "interrupted" if isinstance(
+            e, KeyboardInterrupt) else "%s: %s" % (type(e).__name__, e)
+        record_outcome(cache, "failed", reason)
+        print("ERROR: %s" % reason, file=sys.stderr, flush=True)
         return EXIT_FAIL
-    except KeyboardInterrupt:
-        print("ERROR: interrupted", file=sys.stderr, flush=True)
-        return EXIT_FAIL
-    except Exception as e:  # anything unexpected is a failure, never a skip
-        print("ERROR: %s: %s" % (type(e).__name__, e), file=sys.stderr, flush=True)
-        return EXIT_FAIL
+    record_outcome(cache, "ok", "")
     return EXIT_OK
 
 

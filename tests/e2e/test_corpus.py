@@ -217,12 +217,26 @@ def check_tampered(machofix, entry, work):
     return [f"tampered: {problem}" for problem in problems]
 
 
+def no_corpus(cache):
+    """Skipped (77) when fetch_corpus.py (ctest: corpus_fetch) last found the registry
+    unreachable; a failure whatever else kept the corpus from being fetched."""
+    try:
+        with open(os.path.join(cache, "last-fetch.json")) as handle:
+            last = json.load(handle)
+    except (OSError, ValueError):
+        last = {"outcome": "never run", "reason": "run tests/corpus/fetch_corpus.py first"}
+    if last.get("outcome") == "unreachable":
+        print(f"SKIP: no corpus at {cache}: npm registry unreachable: {last.get('reason')}")
+        return 77
+    print(f"FAIL: no corpus at {cache}: the last fetch: {last.get('outcome')}: {last.get('reason')}")
+    return 1
+
+
 def main():
     machofix, work = sys.argv[1:3]
     cache = os.environ.get("MACHOFIX_CACHE", os.path.expanduser("~/.cache/machofix/corpus"))
     if not os.path.exists(os.path.join(cache, "manifest.json")):
-        print(f"SKIP: no corpus at {cache}: fetch_corpus.py could not reach the npm registry")
-        return 77
+        return no_corpus(cache)
     with open(os.path.join(cache, "manifest.json")) as handle:
         entries = json.load(handle)["files"]
     failures = 0
