@@ -29,7 +29,9 @@ if [ "${MACHOFIX_CI_SKIP_SANITIZE:-0}" != 1 ]; then
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   export MACHOFIX_FAULT_MB=${MACHOFIX_FAULT_MB:-64}  # the SIGKILL test's input: smaller under ASan
-  ctest --test-dir build-asan --output-on-failure -j "$(nproc)" || failed+=("the test suite under ASan + UBSan (build-asan)")
+  ctest --test-dir build-asan --output-on-failure --output-junit ctest-results.xml -j "$(nproc)" ||
+    failed+=("the test suite under ASan + UBSan (build-asan)")
+  python3 scripts/ctest_skips.py build-asan/ctest-results.xml
 fi
 echo "ci_extra: done in $(($(date +%s) - start)) s"
 if ((${#failed[@]})); then
