@@ -6,7 +6,7 @@
 # Environment:
 #   MACHOFIX_FUZZ_BUILD    build directory (default: build-fuzz in the project root)
 #   MACHOFIX_FUZZ_TARGETS  which targets (default: "macho codesign pte")
-#   MACHOFIX_SAMPLES       directory of sample .pte files (default: ../shared/samples, else /work/shared/samples)
+#   MACHOFIX_SAMPLES       directory of sample .pte files (default: ../shared/samples beside the checkout)
 #
 # Needs clang-16 (Debian: clang-16, libclang-rt-16-dev). The whole core is compiled
 # with -fsanitize=fuzzer-no-link,address,undefined (see fuzz/CMakeLists.txt).
@@ -26,9 +26,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 seconds=${1:-60}
 build=${MACHOFIX_FUZZ_BUILD:-$root/build-fuzz}
 targets=${MACHOFIX_FUZZ_TARGETS:-macho codesign pte}
-samples=${MACHOFIX_SAMPLES:-$root/../shared/samples}
-# The same places tests/e2e/run_samples.py looks: beside the checkout, or the workplace's copy.
-[ -d "$samples" ] || [ -n "${MACHOFIX_SAMPLES:-}" ] || samples=/work/shared/samples
+samples=${MACHOFIX_SAMPLES:-$root/../shared/samples}  # where tests/e2e/run_samples.py looks
 
 max_len() {
   case $1 in
