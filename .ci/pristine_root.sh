@@ -152,7 +152,7 @@ root_check_unprivileged() {
   cp -a "$root$root_checkout" "$root$home/machofix"
   chroot "$root" chown -R newcomer:newcomer "$home/machofix"
   output=$(root_run --user newcomer scripts/setup.sh 2>&1) || status=$?
-  chroot "$root" userdel --remove newcomer
+  chroot "$root" userdel --remove newcomer 2>/dev/null
   printf '  | %s\n' "$output"
   if [ "$status" -eq 0 ]; then
     root_log "FAILED: setup.sh succeeded for a user without root or sudo"

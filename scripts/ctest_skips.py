@@ -36,6 +36,8 @@ def main(path):
         print("ctest: parts of passing tests skipped:")
         for name, reason in partial:
             print("  %s: %s" % (name, reason))
+    if not skipped and not partial:
+        print("ctest: no test skipped, nothing left out")
     return 0
 
 
