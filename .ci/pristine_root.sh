@@ -32,7 +32,8 @@ root_log() { echo "pristine-root: $*"; }
 root_host_tools() {
   command -v mmdebstrap >/dev/null && return
   root_log "installing mmdebstrap on the host (apt-get)"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends mmdebstrap >/dev/null
+  local install=(env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends mmdebstrap)
+  "${install[@]}" >/dev/null 2>&1 || { apt-get update -q >/dev/null && "${install[@]}" >/dev/null; }
 }
 
 # Prints the path of the cached bare bootstrap tarball, making it when missing or old.
@@ -41,16 +42,19 @@ root_bootstrap_tarball() {
   key=$( (mmdebstrap --version; dpkg --print-architecture; echo "$root_suite minbase"; printf '%s\n' "${root_sources[@]}") |
     sha256sum | cut -c1-16)
   tarball=$root_cache_dir/debian12-minbase-$key.tar
-  mkdir -p "$root_cache_dir"
-  if [ -n "$(find "$tarball" -mtime -"$root_cache_days" 2>/dev/null)" ]; then
-    root_log "bare Debian 12 root from the cache: $tarball" >&2
-  else
-    root_log "bootstrapping Debian 12 (mmdebstrap --variant=minbase; log: $tarball.log)" >&2
-    mmdebstrap --mode=root --variant=minbase --format=tar "$root_suite" "$tarball.partial" "${root_sources[@]}" \
-      >"$tarball.log" 2>&1 || { tail -n 20 "$tarball.log" >&2; return 1; }
-    mv "$tarball.partial" "$tarball"
-    find "$root_cache_dir" -name 'debian12-minbase-*.tar' ! -path "$tarball" -delete
-  fi
+  mkdir -p "$root_cache_dir" || return
+  (
+    flock 9  # one bootstrap at a time; the others then use it
+    if [ -n "$(find "$tarball" -mtime -"$root_cache_days" 2>/dev/null)" ]; then
+      root_log "bare Debian 12 root from the cache: $tarball"
+    else
+      root_log "bootstrapping Debian 12 (mmdebstrap --variant=minbase; log: $tarball.log)"
+      mmdebstrap --mode=root --variant=minbase --format=tar "$root_suite" "$tarball.partial" "${root_sources[@]}" \
+        >"$tarball.log" 2>&1 || { tail -n 20 "$tarball.log"; exit 1; }
+      mv "$tarball.partial" "$tarball" &&
+        find "$root_cache_dir" -name 'debian12-minbase-*.tar' ! -path "$tarball" -delete
+    fi
+  ) 9>"$root_cache_dir/bootstrap.lock" >&2 || return
   echo "$tarball"
 }
 
@@ -84,8 +88,8 @@ root_copy_checkout() {
 # certificate authorities (Debian's ca-certificates adds those to the system store
 # when setup.sh installs it).
 root_machine_config() {
-  cat /etc/resolv.conf >"$root/etc/resolv.conf"
-  mkdir -p "$root/usr/local/share/ca-certificates"
+  cat /etc/resolv.conf >"$root/etc/resolv.conf" || return
+  mkdir -p "$root/usr/local/share/ca-certificates" || return
   if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
     cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
   fi
@@ -94,34 +98,32 @@ root_machine_config() {
 root_mount() {
   local type=$1 source=$2 target=$root$3
   if [ "$type" = bind ]; then
-    mount --bind "$source" "$target"
+    mount --bind "$source" "$target" || return
   else
-    mount -t "$type" "$source" "$target"
+    mount -t "$type" "$source" "$target" || return
   fi
   mount --make-private "$target"  # nothing mounted below it reaches the host
 }
 
+# (.ci/run does not stop at the first failing command: each step says how it went.)
 root_create() {
   local tarball shared
-  root_host_tools
-  tarball=$(root_bootstrap_tarball)
-  root=$(mktemp -d "${MACHOFIX_CI_WORK:-/var/tmp}/machofix-pristine-root.XXXXXX")
+  root_host_tools || return
+  tarball=$(root_bootstrap_tarball) || return
+  root=$(mktemp -d "${MACHOFIX_CI_WORK:-/var/tmp}/machofix-pristine-root.XXXXXX") || return
   root_log "unpacking into $root"
-  tar --numeric-owner --xattrs --xattrs-include='*' -xf "$tarball" -C "$root"
-  root_machine_config
-  root_copy_checkout "$root$root_checkout"
+  tar --numeric-owner --xattrs --xattrs-include='*' -xf "$tarball" -C "$root" || return
+  root_machine_config || return
+  root_copy_checkout "$root$root_checkout" || return
   shared=$(root_find_shared)
   if [ -n "$shared" ]; then
     root_log "copying $shared to $(dirname "$root_checkout")/shared"
-    cp -r "$shared" "$root$(dirname "$root_checkout")/shared"
+    cp -r "$shared" "$root$(dirname "$root_checkout")/shared" || return
   else
     root_log "NOTE: no ../shared beside this clone or its origin: the tests that need the ExecuTorch samples will say they are skipped"
   fi
-  root_mount proc proc /proc
-  root_mount sysfs sysfs /sys
-  root_mount bind /dev /dev
-  root_mount bind /dev/pts /dev/pts
-  root_mount tmpfs tmpfs /dev/shm
+  root_mount proc proc /proc && root_mount sysfs sysfs /sys && root_mount bind /dev /dev &&
+    root_mount bind /dev/pts /dev/pts && root_mount tmpfs tmpfs /dev/shm
 }
 
 # USER's home directory inside the root.
@@ -137,9 +139,12 @@ root_run() {
     shift 2
   fi
   home=$(root_home "$user")
+  # In the background, so that a signal to .ci/run is handled at once (its trap
+  # then stops what runs inside), not once the command is over.
   chroot --userspec="$user:$user" "$root" /usr/bin/env -i PATH="$root_path" HOME="$home" LANG=C.UTF-8 \
     $(env | grep -E '^MACHOFIX_CI_[A-Z_]+=' || true) \
-    /bin/bash -c 'cd "$1" && shift && "$@"' bash "$checkout" "$@"
+    /bin/bash -c 'cd "$1" && shift && "$@"' bash "$checkout" "$@" &
+  wait $!
 }
 
 # Before anything is installed: a user who is neither root nor has sudo gets one
@@ -147,10 +152,10 @@ root_run() {
 root_check_unprivileged() {
   local output status=0
   local home
-  chroot "$root" useradd --create-home --shell /bin/bash newcomer
+  chroot "$root" useradd --create-home --shell /bin/bash newcomer || return
   home=$(root_home newcomer)
-  cp -a "$root$root_checkout" "$root$home/machofix"
-  chroot "$root" chown -R newcomer:newcomer "$home/machofix"
+  cp -a "$root$root_checkout" "$root$home/machofix" && chroot "$root" chown -R newcomer:newcomer "$home/machofix" ||
+    return
   output=$(root_run --user newcomer scripts/setup.sh 2>&1) || status=$?
   chroot "$root" userdel --remove newcomer 2>/dev/null
   printf '  | %s\n' "$output"
