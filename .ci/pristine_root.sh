@@ -75,12 +75,11 @@ root_find_shared() {
 
 # The working tree's files (tracked and new, not ignored; no build directory) and .git.
 root_copy_checkout() {
-  local destination=$1
-  mkdir -p "$destination"
-  local file
+  local destination=$1 file
+  mkdir -p "$destination" || return
   git ls-files -z --cached --others --exclude-standard |
     while IFS= read -r -d '' file; do [ ! -e "$file" ] || printf '%s\0' "$file"; done |
-    tar --null -T - -cf - | tar -xf - -C "$destination"
+    tar --null -T - -cf - | tar -xf - -C "$destination" || return
   [ ! -d .git ] || cp -a .git "$destination/"
 }
 
