@@ -35,15 +35,16 @@ debian_packages=(
 # Any npm on the PATH will do (Debian's conflicts with other Node.js distributions).
 command -v npm >/dev/null || debian_packages+=(npm)
 
-mkdir -p build
 log=build/setup.log
-: >"$log"
+log_started=""
 
-# Runs "$@" with its output in the log; on failure shows the log's end and exits.
+# Runs "$@" with its output in the log (new at each run of setup.sh); on failure
+# shows the log's end and exits.
 step() {
   local what=$1
   shift
   echo "setup: $what"
+  [ -n "$log_started" ] || { mkdir -p build && : >"$log" && log_started=1; }
   if ! "$@" >>"$log" 2>&1; then
     echo "setup: FAILED: $what; the end of $log:"
     tail -n 30 "$log" | sed 's/^/  | /'
@@ -80,7 +81,7 @@ if command -v apt-get >/dev/null && command -v dpkg-query >/dev/null; then
   install_debian_packages
 else
   echo "setup: this script installs Debian 12 packages with apt-get, which this system does not have;" \
-    "install the equivalents of: ${debian_packages[*]} npm" >&2
+    "install the equivalents of: ${debian_packages[*]}" >&2
   exit 1
 fi
 
