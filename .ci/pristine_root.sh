@@ -203,7 +203,9 @@ root_destroy() {
   elif [ "${MACHOFIX_CI_KEEP_ROOT:-0}" = 1 ]; then
     root_log "kept: $root"
   else
+    local start=$SECONDS
     rm -rf --one-file-system "$root"
+    root_log "removed $root in $((SECONDS - start)) s"
   fi
   root=""
 }
