@@ -3,6 +3,7 @@
 #   root_create                bootstrap (or unpack the cached bootstrap), machine config, copy the sources
 #   root_check_unprivileged    setup.sh as a user without root or sudo: one sentence, a failure
 #   root_run COMMAND...        COMMAND in the checkout inside the root, as root, clean environment
+#   root_run_with_host_cache NAME COMMAND...   the same, with the host's ~/.cache/machofix/NAME
 #   root_destroy               (on every exit path) stop what runs inside, unmount, delete
 # Needs root on the host (chroot, mount). Environment:
 #   MACHOFIX_CI_WORK   where the root is made (default /var/tmp; needs ~15 GB free)
@@ -23,6 +24,7 @@ root_sources=(
 root_cache_dir=${XDG_CACHE_HOME:-$HOME/.cache}/machofix/ci
 root_cache_days=7
 root_checkout=/src/machofix  # the sources' ../shared is /src/shared, as beside a clone
+root_extra_env=()            # VARIABLE=VALUE given to root_run's command besides the clean set
 root_path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 root=""
 
@@ -141,9 +143,24 @@ root_run() {
   # In the background, so that a signal to .ci/run is handled at once (its trap
   # then stops what runs inside), not once the command is over.
   chroot --userspec="$user:$user" "$root" /usr/bin/env -i PATH="$root_path" HOME="$home" LANG=C.UTF-8 \
-    $(env | grep -E '^MACHOFIX_CI_[A-Z_]+=' || true) \
+    $(env | grep -E '^MACHOFIX_CI_[A-Z_]+=' || true) "${root_extra_env[@]}" \
     /bin/bash -c 'cd "$1" && shift && "$@"' bash "$checkout" "$@" &
   wait $!
+}
+
+# COMMAND run like root_run, with the host's ~/.cache/machofix/NAME bound into the root
+# at the same path (and MACHOFIX_CACHE_DIR pointing there) for this command only: the
+# macOS cross-build's downloads and libraries built from source take 33 minutes to
+# make, 6 once cached. The README's commands run without it.
+root_run_with_host_cache() {
+  local cache=${XDG_CACHE_HOME:-$HOME/.cache}/machofix name=$1 status=0
+  shift
+  mkdir -p "$cache/$name" "$root$cache/$name" && root_mount bind "$cache/$name" "$cache/$name" || return
+  root_extra_env=(MACHOFIX_CACHE_DIR="$cache")
+  root_run "$@" || status=$?
+  root_extra_env=()
+  umount "$root$cache/$name" || umount --lazy "$root$cache/$name"
+  return $status
 }
 
 # Before anything is installed: a user who is neither root nor has sudo gets one
