@@ -15,7 +15,7 @@ import tempfile
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-REAL_TOOLS = ("bash", "dirname", "mkdir", "grep", "sh", "env", "tail", "sed")
+REAL_TOOLS = ("bash", "dirname", "mkdir", "grep", "sh", "env", "tail", "sed", "uname")
 STAND_INS = {
     # dpkg-query -W -f=FORMAT PACKAGE: installed unless named in $FAKE_MISSING.
     # cmake: configures quietly (into the log), builds (on the terminal).
