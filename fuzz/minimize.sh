@@ -22,6 +22,7 @@ echo "minimize: $(stat -c %s "$input") -> $(stat -c %s "$minimized") bytes"
 # The stack of the minimized input, for the record.
 "$fuzzer" "$minimized" >"$minimized.stack" 2>&1 && { echo "minimize: the minimized input no longer crashes" >&2; exit 1; }
 summary=$(grep -m1 -E "^SUMMARY|invariant failed|terminate called" "$minimized.stack" || echo "crash")
+summary=${summary//$root\//}  # the build's path relative to the checkout: no path of this machine in the file
 mkdir -p "$root/fuzz/regressions/$target"
 python3 "$root/fuzz/to_hex.py" encode "$minimized" "$root/fuzz/regressions/$target/$name.hex" \
   "fuzz_$target reproducer, minimized by libFuzzer ($(stat -c %s "$minimized") bytes)" "$summary"
