@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/shared_extents.h"
 
 namespace machofix {
 
@@ -73,7 +74,7 @@ void OutputMapping::unmap() {
 }
 
 CopyChecker::CopyChecker(const MappedFile& input, const std::string& temp_path, uint64_t output_size, ByteProgress progress)
-    : input_(input.bytes().data()), fd_(open_output(temp_path)), output_(fd_, output_size),
+    : input_(input.bytes().data()), input_fd_(input.fd()), fd_(open_output(temp_path)), output_(fd_, output_size),
       progress_(std::move(progress), output_size) {
   thread_ = std::thread([this] { run(); });
 }
@@ -88,6 +89,12 @@ CopyChecker::~CopyChecker() {
 }
 
 void CopyChecker::submit(const CopiedRange& range) {
+  // Asked in the writer's thread: a clone's ranges are then never queued at all.
+  if (proven_shared(input_fd_, range.in_at, fd_, range.out_at, range.length)) {
+    shared_bytes_ += range.length;
+    progress_.add(range.length);
+    return;
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   for (uint64_t done = 0; done < range.length; done += kCompareUnit)
     queue_.push_back({range.in_at + done, range.out_at + done, std::min(kCompareUnit, range.length - done)});

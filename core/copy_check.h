@@ -6,8 +6,11 @@
 // mapping and one read-only mapping of the whole output. A thread that would
 // otherwise wait can help() once the writer is done. The mismatch at the lowest
 // output offset is thrown, with that offset, by help() or finish().
+// A range the file system shows stored in the input's own blocks (a reflink clone:
+// core/shared_extents.h) is proven by that map, without a read of either side.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -59,8 +62,10 @@ class CopyChecker {
 
   // The checker's own descriptor of the output.
   int fd() const { return fd_; }
-  // Queues a range already copied.
+  // Queues a range already copied, unless its blocks are proven shared with the input.
   void submit(const CopiedRange& range);
+  // How many submitted bytes were proven by the file system's extent map.
+  uint64_t proven_shared_bytes() const { return shared_bytes_; }
   // The writer submits nothing more until help() has returned.
   void close_submissions();
   // Waits until submissions are closed, then compares what is still queued in the
@@ -78,7 +83,9 @@ class CopyChecker {
   void note_compared(const CopiedRange& range, std::unique_lock<std::mutex>& lock);
 
   const uint8_t* input_;
+  int input_fd_;
   int fd_;
+  std::atomic<uint64_t> shared_bytes_{0};
   OutputMapping output_;
   std::thread thread_;
   std::mutex mutex_;

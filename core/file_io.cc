@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #ifdef __linux__
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/sendfile.h>
 #endif
 
@@ -259,6 +261,18 @@ bool AtomicOutput::clone_from(int in_fd) {
   }
   ::close(fd_);
   fd_ = clone_fd;
+  fresh_ = false;
+  cloned_device_ = source.st_dev;
+  cloned_inode_ = source.st_ino;
+  cloned_size_ = static_cast<uint64_t>(source.st_size);
+  return true;
+#elif defined(FICLONE)
+  // XFS (reflink=1), btrfs, bcachefs: the output shares every block with the input
+  // until either is written. Elsewhere (ext4, tmpfs, another file system) the
+  // ioctl fails and nothing changed: the ranges are copied as before.
+  struct stat source;
+  if (!fresh_ || is_standard_stream(target_) || fstat(in_fd, &source) != 0 || !S_ISREG(source.st_mode)) return false;
+  if (ioctl(fd_, FICLONE, in_fd) != 0) return false;
   fresh_ = false;
   cloned_device_ = source.st_dev;
   cloned_inode_ = source.st_ino;

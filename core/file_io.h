@@ -73,10 +73,11 @@ class AtomicOutput {
   // whole file into a fresh output is a clone (clone_from) or fcopyfile, and ranges
   // the clone already holds in place are not copied again.
   void copy_from(int in_fd, uint64_t in_offset, uint64_t out_offset, uint64_t length);
-  // Makes the still empty output a clone of the whole of `in_fd` (macOS: APFS shares
-  // the blocks until either file is written: a .pte's weights cost nothing to copy).
-  // False, with the output as it was, where the file system cannot, and on Linux
-  // (there copy_file_range itself shares blocks on the file systems that can).
+  // Makes the still empty output a clone of the whole of `in_fd`: the two share every
+  // block until either file is written (APFS through fclonefileat; XFS, btrfs and
+  // bcachefs through FICLONE), so a .pte's weights cost nothing to copy. False, with
+  // the output as it was, where the file system cannot (ext4, tmpfs, another file
+  // system).
   bool clone_from(int in_fd);
   void truncate(uint64_t size);
   uint64_t size() const;  // of what was written so far

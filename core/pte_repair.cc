@@ -664,6 +664,7 @@ PteReport repair_pte(const MappedFile& input, const std::string& output_path, co
   verify_output(container, plan, output->temp_path(), *checker);
   output->commit();
   report.written = true;
+  report.bytes_shared = checker->proven_shared_bytes();
   return report;
 }
 

@@ -294,6 +294,7 @@ void json_pte(Json& json, const PteReport& pte) {
   json.end_array();
   json.key("warnings").strings(pte.warnings);
   json.field("changed", pte.changed);
+  json.field("bytes_shared", pte.bytes_shared);
   json.end_object();
 }
 

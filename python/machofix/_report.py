@@ -127,6 +127,7 @@ class PteReport:
     blobs: List[BlobReport]
     warnings: List[str]
     changed: bool
+    bytes_shared: int = 0  # copied bytes proven by the file system's extent map (a reflink clone), not compared
 
 
 @dataclass(frozen=True)
