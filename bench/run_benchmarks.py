@@ -18,7 +18,9 @@ measurements in its places (--check: the committed file is exactly that). Parts:
    of an identity-signed one (no --adhoc), both refused, against `machofix verify`
    of the same file (target: about 1x: every refusal is decided before any rewriting);
  - startup: `machofix --version`, `verify` and `prune -o` of a 100 KB dylib, against
-   /bin/true.
+   /bin/true;
+ - shared: .pte files of 1 and 4 GiB on XFS (a loop device: needs root) with -o and
+   --in-place, against cp, which clones (target: cp + 20 ms).
 Each time is the median of several runs with the input in the page cache. Needs the
 LLVM 16 tools and a built tree (scripts/setup.sh). Files go to $BENCH_DIR or /tmp.
 """
@@ -208,6 +210,48 @@ def bench_startup(machofix, work, runs):
                                  ("`machofix prune -o` (100 KB dylib)", prune))]
 
 
+def mount_xfs(work, size_gib):
+    """An XFS file system (reflink=1) on a loop device: its mount point, or None when
+    this machine cannot (mkfs.xfs missing, no permission to mount)."""
+    image, mount_point = os.path.join(work, "xfs.img"), os.path.join(work, "xfs")
+    os.makedirs(mount_point)
+    with open(image, "wb") as handle:
+        handle.truncate(size_gib << 30)
+    if not shutil.which("mkfs.xfs") or subprocess.run(["mkfs.xfs", "-q", "-f", "-m", "reflink=1", image]).returncode:
+        return None
+    if subprocess.run(["mount", "-o", "loop", image, mount_point], capture_output=True).returncode:
+        return None
+    return mount_point
+
+
+def bench_shared(machofix, pte_writer, work, sizes_mb, runs):
+    """.pte files on XFS: prune -o and --in-place against cp, which clones (reflink)."""
+    xfs = mount_xfs(work, 2 * max(sizes_mb) // 1024 + 2)
+    if xfs is None:
+        return None
+    rows = []
+    try:
+        blobs = os.path.join(work, "blobs-xfs")
+        subprocess.run([os.path.join(ROOT, "tests", "pte", "make_blobs.sh"), blobs], check=True, capture_output=True)
+        for size in sizes_mb:
+            model = os.path.join(xfs, f"model-{size}.pte")
+            subprocess.run([pte_writer, "big", blobs, model, str(size << 20), "4096"], check=True)
+            copy, out, victim = (os.path.join(xfs, name) for name in ("copy.pte", "out.pte", "victim.pte"))
+            cp_time, to_output, in_place = timed(
+                (["cp", model, copy], None, removing(copy)),
+                ([machofix, "prune", "-q", model, "-o", out], None, removing(out)),
+                ([machofix, "prune", "-q", victim, "--in-place"],
+                 lambda: subprocess.run(["cp", "--reflink=always", model, victim], check=True), removing(victim)),
+                runs=runs)
+            rows.append((f"{os.path.getsize(model) / 1e6:,.0f} MB", cp_time.median, to_output.median,
+                         (to_output.median - cp_time.median) * 1000, in_place.median,
+                         (in_place.median - cp_time.median) * 1000, max(to_output.peak, in_place.peak) / 1024))
+            os.unlink(model)
+    finally:
+        subprocess.run(["umount", xfs])
+    return rows
+
+
 # What each part's table looks like: its header and the format of each column.
 TABLES = {
     "pte": (["file", "cp s", "machofix s", "ratio", "ratio of best runs", "peak RSS MiB"],
@@ -215,6 +259,8 @@ TABLES = {
     "macho": (["dylib", "prune s", "install-name-tool s", "ratio", "best", "verify s", "sha256sum s", "ratio", "best"],
               ["{}", "{:.3f}", "{:.3f}", "{:.2f}x", "{:.2f}x", "{:.3f}", "{:.3f}", "{:.2f}x", "{:.2f}x"]),
     "startup": (["run", "median ms", "best ms", "peak RSS MiB"], ["{}", "{:.1f}", "{:.1f}", "{:.0f}"]),
+    "shared": (["file", "cp (reflink) s", "prune -o s", "over cp ms", "prune --in-place s", "over cp ms", "peak RSS MiB"],
+               ["{}", "{:.3f}", "{:.3f}", "{:+.0f}", "{:.3f}", "{:+.0f}", "{:.0f}"]),
     "batch": (["--jobs", "files", "seconds", "best", "peak RSS MiB"], ["{}", "{}", "{:.2f}", "{:.2f}", "{:.0f}"]),
     "refusals": (["dylib", "verify (changed __text) s", "prune refused s", "ratio", "best", "verify (identity) s",
                   "prune refused s", "ratio", "best"],
@@ -297,13 +343,15 @@ def main():
         "pte": lambda: bench_pte(machofix, pte_writer, work, pte_sizes, runs),
         "macho": lambda: bench_macho(machofix, work, macho_sizes, runs),
         "startup": lambda: bench_startup(machofix, work, runs),
+        "shared": lambda: bench_shared(machofix, pte_writer, work, [100] if arguments.quick else [1024, 4096], runs),
         "batch": lambda: bench_batch(machofix, pte_writer, work, 20 if arguments.quick else 100, runs),
         "refusals": lambda: bench_refusals(machofix, work, refusal_sizes, runs),
     }
     values = {}
     try:
         for part in TABLES:
-            values[part] = table(part, measure[part]()) if part in parts else NOT_MEASURED
+            rows = measure[part]() if part in parts else None
+            values[part] = table(part, rows) if rows is not None else NOT_MEASURED
             print(f"## {part}\n{values[part]}\n", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)

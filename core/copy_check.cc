@@ -90,7 +90,7 @@ CopyChecker::~CopyChecker() {
 
 void CopyChecker::submit(const CopiedRange& range) {
   // Asked in the writer's thread: a clone's ranges are then never queued at all.
-  if (proven_shared(input_fd_, range.in_at, fd_, range.out_at, range.length)) {
+  if (prove_shared_ && proven_shared(input_fd_, range.in_at, fd_, range.out_at, range.length)) {
     shared_bytes_ += range.length;
     progress_.add(range.length);
     return;

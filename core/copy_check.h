@@ -64,6 +64,10 @@ class CopyChecker {
   int fd() const { return fd_; }
   // Queues a range already copied, unless its blocks are proven shared with the input.
   void submit(const CopiedRange& range);
+  // From now on, a submitted range is first offered to the extent-map proof: only
+  // for an output that shares blocks with the input (a clone), since the proof
+  // writes back the output's dirty pages before it reads the map.
+  void prove_shared_extents() { prove_shared_ = true; }
   // How many submitted bytes were proven by the file system's extent map.
   uint64_t proven_shared_bytes() const { return shared_bytes_; }
   // The writer submits nothing more until help() has returned.
@@ -86,6 +90,7 @@ class CopyChecker {
   int input_fd_;
   int fd_;
   std::atomic<uint64_t> shared_bytes_{0};
+  bool prove_shared_ = false;  // set before the first submit
   OutputMapping output_;
   std::thread thread_;
   std::mutex mutex_;

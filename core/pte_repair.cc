@@ -644,9 +644,13 @@ PteReport repair_pte(const MappedFile& input, const std::string& output_path, co
   std::optional<CopyAhead> ahead;
   if (writes) {
     output.emplace(output_path, input.mode(), /*durable=*/in_place);
-    output->clone_from(input.fd());  // macOS: then the early copy only has to compare
+    // Where the file system shares blocks, the output starts as a clone of the input
+    // and the copies are proven by its extent map (shared_extents.h); elsewhere that
+    // map is never asked (it would write back every copied page first).
+    bool cloned = output->clone_from(input.fd());
     output->truncate(input.size());
     checker.emplace(input, output->temp_path(), input.size(), options.progress);
+    if (cloned) checker->prove_shared_extents();
     ahead.emplace(input, *output, *checker);
   }
   Plan plan = make_plan(container, judged, report);
