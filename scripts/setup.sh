@@ -26,6 +26,8 @@ debian_packages=(
   # the tests: Mach-O files linked by LLVM's linker and read back by its tools, the
   # fuzzers and sanitizers (clang's runtimes), the test drivers
   clang-16 lld-16 llvm-16 libclang-rt-16-dev python3
+  # an XFS image on a loop device, where a .pte's output shares its input's blocks
+  xfsprogs
   # the Python package's wheel, built with no package index and installed in a venv
   python3-setuptools python3-wheel python3-venv python3-pip
   # the second test tier fetches pinned npm packages over HTTPS (openssl: the
