@@ -209,8 +209,11 @@ void verify_imports(const MachO& before, const ImportScan& before_scan, const Ma
     const Import& new_import = after_scan.imports[i];
     std::string was = resolve_ordinal(before, old_import.ordinal);
     std::string now = resolve_ordinal(after, new_import.ordinal);
-    if (old_import.symbol != new_import.symbol || old_import.source != new_import.source || was != now ||
+    if (old_import.symbol == new_import.symbol && old_import.source == new_import.source && was == now &&
         old_import.weak != new_import.weak)
+      verification_failed(std::string(import_source_name(old_import.source)) + " import " + std::string(old_import.symbol) +
+                          (old_import.weak ? " was weak before and is not after" : " was not weak before and is after"));
+    if (old_import.symbol != new_import.symbol || old_import.source != new_import.source || was != now)
       verification_failed(std::string(import_source_name(old_import.source)) + " import " + std::string(old_import.symbol) +
                           " bound to " + was + " before and to " + now + " after");
   }

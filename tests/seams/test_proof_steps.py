@@ -55,6 +55,18 @@ def first_bind_ordinal(image):
     raise AssertionError("no SET_DYLIB_ORDINAL_IMM 1")
 
 
+def weak_import_flag(image):
+    """Slice offset of the SET_SYMBOL_TRAILING_FLAGS_IMM byte that makes _weakused_fn a
+    weak import (0x41, in the lazy-bind stream), and the byte that makes it strong."""
+    for cmd, offset in codesign_check.load_commands(image):
+        if cmd == LC_DYLD_INFO_ONLY:
+            lazy_off, lazy_size = struct.unpack_from("<II", image, offset + 32)
+            at = image.find(b"\x41_weakused_fn\0", lazy_off, lazy_off + lazy_size)
+            if at >= 0:
+                return at, 0x40
+    raise AssertionError("no weak import _weakused_fn in the lazy-bind stream")
+
+
 class Run:
     def __init__(self, spoiled, machofix, pte_writer, fixtures, work):
         self.spoiled, self.machofix, self.pte_writer = spoiled, machofix, pte_writer
@@ -140,6 +152,14 @@ def main():
     runner.expect_refusal("thin", chained, f"reread@{name}", "the dependent dylibs are not the planned ones", MACHO_MODES)
     runner.expect_refusal("thin-imports", dyldinfo, f"reread@{bind_at}={other_ordinal}",
                           "bind import dyld_stub_binder bound to /usr/lib/libSystem.B.dylib before", MACHO_MODES)
+    # The weak-import flag is part of what the re-read compares: a rewrite that made a
+    # weak import strong would make dyld refuse to load the file where the library is
+    # missing (the point of a weak import).
+    weak = runner.fixture("weak_dylibs_arm64_dyldinfo.in")
+    weak_at, strong = weak_import_flag(weak)
+    runner.expect_success("thin-weak", weak, MACHO_MODES)
+    runner.expect_refusal("thin-weak", weak, f"reread@{weak_at}={strong}",
+                          "lazy-bind import _weakused_fn was weak before and is not after", MACHO_MODES)
     runner.expect_refusal("thin", chained, f"untouched@{code}", "changed outside any ordinal or load command", MACHO_MODES)
     runner.expect_refusal("thin", chained, f"lief@{name}", "LIEF reads the rewritten slice differently", MACHO_MODES)
     runner.expect_refusal("thin", chained, f"signature@{code}", "the renewed signature does not verify", MACHO_MODES)
