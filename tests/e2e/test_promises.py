@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tarfile
@@ -199,11 +200,54 @@ def policy_options(machofix, scratch):
         expect(count == removed, f"prune {flag} '{glob}': {removed} dylib(s) to remove (got {count})", result)
 
 
+def fat_slices(path):
+    """(cputype, offset, size, align) of each slice of a universal file, and its size."""
+    with open(path, "rb") as handle:
+        data = handle.read()
+    magic, count = struct.unpack_from(">II", data, 0)
+    wide = magic == 0xCAFEBABF
+    slices = []
+    for index in range(count):
+        if wide:
+            cputype, _, offset, length, align = struct.unpack_from(">iiQQI", data, 8 + 32 * index)
+        else:
+            cputype, _, offset, length, align = struct.unpack_from(">iiIII", data, 8 + 20 * index)
+        slices.append((cputype, offset, length, align))
+    return slices, len(data)
+
+
+def universal_layout(machofix, scratch):
+    """A slice that grows (a signature added to the unsigned x86_64 slice) makes the
+    universal file be laid out again: every slice at a multiple of the alignment its
+    header entry gives (dyld and the kernel map it so), none overlapping another or
+    running past the end, and the result verifies."""
+    directory = scratch.directory("universal_layout")
+    for fixture in ("universal_fat_dyldinfo.in", UNIVERSAL):
+        source = scratch.copy(fixture, directory, fixture)
+        output = os.path.join(directory, fixture + ".signed")
+        result = run(machofix, "sign", source, "-o", output)
+        expect(result.returncode == 0, f"sign of the universal {fixture}: exits 0", result)
+        if result.returncode != 0:
+            continue
+        before, _ = fat_slices(source)
+        after, size = fat_slices(output)
+        expect([entry[2] for entry in after] != [entry[2] for entry in before],
+               f"sign of the universal {fixture}: a slice grew (the case this checks)")
+        misaligned = [entry for entry in after if entry[1] % (1 << entry[3])]
+        expect(not misaligned, f"sign of the universal {fixture}: every slice aligned as its header says "
+                               f"(misaligned: {misaligned})")
+        ranges = sorted((offset, offset + length) for _, offset, length, _ in after)
+        expect(all(end <= start for (_, end), (start, _) in zip(ranges, ranges[1:])) and ranges[-1][1] <= size,
+               f"sign of the universal {fixture}: slices neither overlap nor run past the end ({ranges}, {size})")
+        result = run(machofix, "verify", output)
+        expect(result.returncode == 0, f"sign of the universal {fixture}: the output verifies", result)
+
+
 def main():
     machofix, pte_writer, fixtures, work = [os.path.abspath(a) for a in sys.argv[1:5]]
     scratch = Scratch(work, fixtures, pte_writer)
     for test in (dry_run_writes_nothing, verify_statuses, check_statuses, backup_is_a_hard_link, signing_options,
-                 policy_options):
+                 policy_options, universal_layout):
         test(machofix, scratch)
     for failure in failures:
         print("FAIL:", failure)

@@ -363,7 +363,7 @@ def run_mutations(selected, tree, build, jobs, logs):
         print(f"[{number}/{len(selected)}] {entry['id']} ({entry['feature']}) ... ", end="", flush=True)
         outcome, detail, build_seconds, test_seconds = judge(entry, tree, build, jobs, logs, known_tests)
         if outcome == "survived" and entry.get("survives"):
-            detail = "expected: " + " ".join(entry["survives"].split())
+            detail = "as expected: " + " ".join(entry["survives"].split()).split(": ")[0].split(". ")[0]
         elif outcome == "killed" and entry.get("survives"):
             detail += " (the list says it survives: update the entry)"
         print(f"{outcome} {detail} (build {build_seconds:.0f} s, tests {test_seconds:.0f} s)", flush=True)

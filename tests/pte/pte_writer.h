@@ -56,6 +56,7 @@ struct Spec {
   // Faults, for the corrupted cases: written as is, whatever the data says.
   int64_t first_named_segment_index = -1;  // >= 0: NamedData[0].segment_index
   uint64_t last_segment_extra_size = 0;    // added to the last DataSegment.size
+  int64_t constant_segment_index = -1;     // >= 0: Program.constant_segment.segment_index (else 0)
 };
 
 inline uint64_t aligned(uint64_t value, uint64_t alignment) { return (value + alignment - 1) / alignment * alignment; }
@@ -171,7 +172,8 @@ inline std::vector<uint8_t> program_flatbuffer(const Spec& spec, const std::vect
   std::vector<flatbuffers::Offset<fb::Buffer>> constant_buffer;
   std::vector<flatbuffers::Offset<fb::DataSegment>> segments = data_segments<fb::DataSegment>(builder, spec, sources);
   std::vector<uint64_t> constant_offsets{0};
-  auto constant_segment = fb::CreateSubsegmentOffsetsDirect(builder, 0, &constant_offsets);
+  uint32_t constant_index = spec.constant_segment_index >= 0 ? static_cast<uint32_t>(spec.constant_segment_index) : 0;
+  auto constant_segment = fb::CreateSubsegmentOffsetsDirect(builder, constant_index, &constant_offsets);
   std::vector<flatbuffers::Offset<fb::NamedData>> named;
   for (size_t n = 0; n < spec.named.size(); ++n)
     named.push_back(fb::CreateNamedDataDirect(builder, spec.named[n].key.c_str(), named_segment_index(spec, sources, n)));

@@ -709,6 +709,25 @@ TEST_CASE("corrupted files written by the writer: bad index, segment past the en
   CHECK(failure.text.find("FH01 header: offset 0xc: FH01 header length 16 is less than 40") != std::string::npos);
 }
 
+TEST_CASE("a Mach-O segment that is also the Program's constant segment is refused when rewritten, nothing written") {
+  // Rewriting it would change the constants too (ExecuTorch never shares them, but
+  // the format allows it).
+  static const std::vector<uint8_t> forward = fake_macho(20000, 1);
+  pte_test::Spec spec = pte_test::aoti_spec(pte_test::Keys::Method, {{"forward", &forward, 1}});
+  uint32_t blob = read_container(Bytes(pte_test::build(spec))).named.at(0).segment_index;
+  spec.constant_segment_index = blob;
+  std::vector<uint8_t> input = pte_test::build(spec);
+  Failure failure = repair_failure(input, resize_by(0));  // also checks that nothing is left but the input
+  CHECK(failure.thrown);
+  CHECK_MESSAGE(failure.text.find("the segment is also the Program's constant_segment") != std::string::npos, failure.text);
+  CHECK(failure.offset == read_container(Bytes(input)).segment_start(blob));
+  // Not rewritten (the same bytes back), it is no concern: nothing is written over it.
+  TempDir directory;
+  write_bytes(directory / "in.pte", input);
+  MappedFile mapped(directory / "in.pte");
+  CHECK_FALSE(repair_pte(mapped, directory / "out.pte", RepairOptions{}, false, unchanged()).changed);
+}
+
 TEST_CASE("a blob the rewriter rejects: the error names its key and offset, nothing written") {
   std::vector<uint8_t> input = synthetic_pte(pte_test::Keys::Method);
   Container container = read_container(Bytes(input));
