@@ -280,17 +280,43 @@ def judge(entry, tree, build, jobs, logs, known_tests):
         if not built:
             return "not viable", f"does not compile: see {build_log}", build_seconds, 0.0
         started = time.monotonic()
-        first = [test for test in entry.get("tests", []) if test in known_tests]
-        first = [test for test in first if test not in NOT_JUDGES]
-        failed = run_suite(build, jobs, test_log, only=first) if first else []
-        if not failed:
-            failed = run_suite(build, jobs, test_log, exclude=first)
+        first = [test for test in entry.get("tests", []) if test in known_tests and test not in NOT_JUDGES]
+        killers, flaky = run_judges(build, jobs, test_log, first)
         test_seconds = time.monotonic() - started
     finally:
         mutation.restore()
-    if failed:
-        return "killed", "by " + ", ".join(failed), build_seconds, test_seconds
-    return "survived", "every test passed", build_seconds, test_seconds
+    flaky_note = f" ({', '.join(flaky)} failed once and passed when run again: flaky)" if flaky else ""
+    if killers:
+        return "killed", "by " + ", ".join(killers) + flaky_note, build_seconds, test_seconds
+    return "survived", "every test passed" + flaky_note, build_seconds, test_seconds
+
+
+def run_judges(build, jobs, log, first):
+    """The tests that fail with the mutation in place, and those that failed once but
+    passed when run again. The `first` tests run first; the rest of the suite only if
+    they all pass. A failure counts only if the test fails again when run alone: a
+    test that fails by chance (timing, load) must not hide a surviving mutation."""
+    passed, flaky = [], []
+    for only in ([first] if first else []) + [None]:
+        while True:
+            selection = [test for test in only if test not in passed] if only is not None else None
+            if selection == []:
+                break
+            failed = run_suite(build, jobs, log, only=selection, exclude=passed)
+            if not failed:
+                passed += only or []
+                break
+            if not set(failed) <= set(test_names(build)):
+                return failed, flaky  # ctest failed without naming a test: nothing to run again
+            again = run_suite(build, jobs, log, only=failed)
+            confirmed = [test for test in failed if test in again]
+            if confirmed:
+                return confirmed, flaky
+            flaky += failed
+            passed += failed  # and the run is repeated without them: it stopped at their failure
+        if only is None:
+            break
+    return [], flaky
 
 
 # ---- The run -----------------------------------------------------------------------

@@ -11,4 +11,8 @@
 # modified), configured once and built incrementally; tests/mutation/mutate.py says more.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-exec python3 "$here/mutate.py" "$@"
+# The interpreter itself, not a wrapper that would run it as a child (pyenv's shims
+# do): a SIGTERM or SIGHUP sent to this process must reach mutate.py, which ends the
+# build or test it runs and restores the mutated file before it exits.
+python="$(python3 -c 'import sys; print(sys.executable)')"
+exec "$python" "$here/mutate.py" "$@"
