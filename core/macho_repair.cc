@@ -284,7 +284,11 @@ MachORepair assemble_universal(const Bytes& file, Universal universal, std::vect
     result.report.slices.push_back(std::move(jobs[i].report));
   }
   // The slices passed on their own; a new layout must also place them as dyld requires.
-  if (result.report.changed) require_loader_rules(check_image_rules(Bytes(result.output)), "the rewritten file");
+  if (result.report.changed) {
+    std::vector<uint8_t> spoiled;  // tests only (proof_seam.h)
+    const std::vector<uint8_t>& checked = seam::offer(seam::ProofStep::UniversalRules, result.output, spoiled);
+    require_loader_rules(check_image_rules(Bytes(checked)), "the rewritten file");
+  }
   return result;
 }
 

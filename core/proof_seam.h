@@ -20,6 +20,7 @@ enum class ProofStep {
   Lief,       // prune: LIEF's reading of the output compared with ours
   Signature,  // the renewed or added signature verified
   LoaderRules,  // the rewritten slice checked against dyld's rules (loader_rules.h)
+  UniversalRules,  // a rewritten universal file (offsets from its start) checked against dyld's rules for fat files
   PteReread,  // a written .pte/.ptd parsed again and compared with the plan
   Copy,       // a copied range of a .pte/.ptd compared with the input
 };

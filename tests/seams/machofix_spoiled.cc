@@ -30,6 +30,7 @@ const char* step_name(ProofStep step) {
     case ProofStep::Lief: return "lief";
     case ProofStep::Signature: return "signature";
     case ProofStep::LoaderRules: return "loader-rules";
+    case ProofStep::UniversalRules: return "universal-rules";
     case ProofStep::PteReread: return "pte-reread";
     case ProofStep::Copy: return "copy";
   }

@@ -172,6 +172,11 @@ def main():
     runner.expect_success("universal", universal, MACHO_MODES)
     runner.expect_refusal("universal", universal, f"signature@{code}", "the renewed signature does not verify",
                           MACHO_MODES)
+    # The file laid out again, checked as a whole (offsets from the file's start): the
+    # arm64 slice's offset in the fat64 header (entry 1, big-endian u64 at 48) moved one
+    # byte on, so that the slice, the last one, runs past the end of the file.
+    runner.expect_refusal("universal", universal, "universal-rules@55=0x01",
+                          "the rewritten file breaks the loader rule fat-slice-in-file", MACHO_MODES)
 
     # A .pte: the Mach-O steps inside it, the re-read of the written file, the copy check.
     pte = runner.wrap("aoti_metal_arm64_chained.in")
