@@ -119,7 +119,10 @@ class Inputs:
         exe = os.path.join(self.dir, "tool")
         subprocess.run(["ld64.lld-16", "-arch", "arm64", "-platform_version", "macos", "11.0", "11.0", "-o", exe,
                         self.object, os.path.join(ROOT, "tests", "fixtures", "tbd", "libSystem.tbd")], check=True)
-        subprocess.run(["dsymutil-16", exe, "-o", exe + ".dSYM"], check=True)
+        # dsymutil-16 leaves its temporary directories behind: keep them in the test's own.
+        temporaries = os.path.join(self.dir, "tmp")
+        os.makedirs(temporaries)
+        subprocess.run(["dsymutil-16", exe, "-o", exe + ".dSYM"], check=True, env=dict(os.environ, TMPDIR=temporaries))
         return exe + ".dSYM"
 
     def with_filetype(self, name, filetype):
