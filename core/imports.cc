@@ -93,8 +93,12 @@ class Scanner {
                     : stored == NDESC_EXECUTABLE   ? BIND_SPECIAL_DYLIB_MAIN_EXECUTABLE
                                                    : stored;
       add_site(ImportSource::Symtab, SiteEncoding::NDescHighByte, at + 7, 1, ordinal);
-      bool weak_ref = desc & 0x40;  // N_WEAK_REF
-      result_.imports.push_back({ImportSource::Symtab, take_name(strings.cstr(name_index, "symbol name"), at), ordinal, weak_ref});
+      bool weak_ref = desc & N_WEAK_REF;
+      std::string_view name = take_name(strings.cstr(name_index, "symbol name"), at);
+      result_.imports.push_back({ImportSource::Symtab, name, ordinal, weak_ref});
+      // N_WEAK_REF lies in n_desc's low byte (little-endian: the first of its two).
+      result_.weak_marks.push_back({ImportSource::Symtab, at + kNlistDescOffset, static_cast<uint8_t>(N_WEAK_REF), ordinal,
+                                    name, weak_ref});
     }
   }
 
@@ -103,8 +107,10 @@ class Scanner {
     Cursor cursor(stream);
     int ordinal = 0;
     std::string_view symbol;
+    uint64_t symbol_opcode = 0;  // slice offset of the SET_SYMBOL_TRAILING_FLAGS_IMM in force
     bool weak = false;
     bool lazy = source == ImportSource::LazyBind;
+    BindState state{source, symbol, symbol_opcode, ordinal, weak};
     while (!cursor.at_end()) {
       uint64_t at = cursor.position();
       uint8_t byte = cursor.u8("bind opcode");
@@ -132,6 +138,7 @@ class Scanner {
           add_site(source, SiteEncoding::OpcodeSpecial, range.offset + at, 1, ordinal);
           break;
         case BIND_OPCODE_SET_SYMBOL_TRAILING_FLAGS_IMM:
+          symbol_opcode = range.offset + at;
           symbol = take_name(cursor.cstr("bind symbol name"), stream.base() - image_.bytes.base() + at);
           weak = immediate & BIND_SYMBOL_FLAGS_WEAK_IMPORT;
           break;
@@ -147,15 +154,15 @@ class Scanner {
         case BIND_OPCODE_DO_BIND_ULEB_TIMES_SKIPPING_ULEB:
           cursor.uleb("bind count");
           cursor.uleb("bind skip");
-          add_import(stream, at, source, symbol, ordinal, weak);
+          add_import(stream, at, state);
           break;
         case BIND_OPCODE_DO_BIND_ADD_ADDR_ULEB:
           cursor.uleb("bind address");
-          add_import(stream, at, source, symbol, ordinal, weak);
+          add_import(stream, at, state);
           break;
         case BIND_OPCODE_DO_BIND:
         case BIND_OPCODE_DO_BIND_ADD_ADDR_IMM_SCALED:
-          add_import(stream, at, source, symbol, ordinal, weak);
+          add_import(stream, at, state);
           break;
         case BIND_OPCODE_THREADED:
           if (immediate == BIND_SUBOPCODE_THREADED_SET_BIND_ORDINAL_TABLE_SIZE_ULEB) cursor.uleb("threaded bind table size");
@@ -169,13 +176,26 @@ class Scanner {
     // ld64 wrote such streams). Operands cut off by the end are errors (the Cursor's).
   }
 
-  void add_import(const Bytes& stream, uint64_t at, ImportSource source, std::string_view symbol, int ordinal, bool weak) {
-    if (symbol.empty()) stream.fail_here(at, "bind opcode before any symbol name");
+  // What a DO_BIND binds: references to the stream walker's current values.
+  struct BindState {
+    ImportSource source;
+    const std::string_view& symbol;
+    const uint64_t& symbol_opcode;
+    const int& ordinal;
+    const bool& weak;
+  };
+
+  void add_import(const Bytes& stream, uint64_t at, const BindState& bind) {
+    if (bind.symbol.empty()) stream.fail_here(at, "bind opcode before any symbol name");
+    // The weak bit lives in the symbol's opcode, whichever library it is bound from.
+    if (weak_mark_keys_.insert({bind.symbol_opcode, bind.ordinal}).second)
+      result_.weak_marks.push_back({bind.source, bind.symbol_opcode, BIND_SYMBOL_FLAGS_WEAK_IMPORT, bind.ordinal, bind.symbol,
+                                    bind.weak});
     // Binding one symbol at many addresses is one import; the key is the name's
     // address in the file, so the check costs nothing however long the name.
-    BindKey key{source, symbol.data(), ordinal, weak};
+    BindKey key{bind.source, bind.symbol.data(), bind.ordinal, bind.weak};
     if (!bind_keys_.insert(key).second) return;
-    result_.imports.push_back({source, symbol, ordinal, weak});
+    result_.imports.push_back({bind.source, bind.symbol, bind.ordinal, bind.weak});
   }
 
   void scan_chained_fixups() {
@@ -208,6 +228,7 @@ class Scanner {
       int ordinal;
       bool weak;
       uint64_t name_offset;
+      uint64_t weak_bit_at;
       if (format == DYLD_CHAINED_IMPORT_ADDEND64) {
         uint64_t raw = blob.u64(at);
         uint16_t stored = raw & 0xffff;
@@ -215,6 +236,7 @@ class Scanner {
         weak = (raw >> 16) & 1;
         name_offset = raw >> 32;
         add_site(ImportSource::ChainedFixups, SiteEncoding::Chained16, range.offset + at, 2, ordinal);
+        weak_bit_at = range.offset + at + 2;
       } else {
         uint32_t raw = blob.u32(at);
         uint8_t stored = raw & 0xff;
@@ -222,12 +244,14 @@ class Scanner {
         weak = (raw >> 8) & 1;
         name_offset = raw >> 9;
         add_site(ImportSource::ChainedFixups, SiteEncoding::Chained8, range.offset + at, 1, ordinal);
+        weak_bit_at = range.offset + at + 1;
       }
       // Compressed symbol names (symbols_format 1) are not produced by any linker we know;
       // the ordinals are still correct without the names.
       std::string_view name = symbols_format == 0 ? import_name(blob, at, index, symbols_offset + name_offset)
                                                   : owned("import #" + std::to_string(index));
       result_.imports.push_back({ImportSource::ChainedFixups, name, ordinal, weak});
+      result_.weak_marks.push_back({ImportSource::ChainedFixups, weak_bit_at, kChainedWeakImportBit, ordinal, name, weak});
     }
   }
 
@@ -320,6 +344,7 @@ class Scanner {
   const MachO& image_;
   ImportScan result_;
   std::set<BindKey> bind_keys_;
+  std::set<std::pair<uint64_t, int>> weak_mark_keys_;  // (symbol opcode, ordinal) already marked
   uint64_t name_bytes_ = 0;
   uint64_t name_budget_;
 };

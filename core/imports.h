@@ -3,8 +3,9 @@
 // scan_imports() walks all sources listed in shared/spec/macho-dylibs.md: undefined
 // nlist n_desc, bind and lazy-bind opcodes, chained-fixups imports (three formats)
 // and re-export entries of both exports tries. It produces
-//  - sites: where an ordinal is written and how (the rewriter renumbers these), and
-//  - imports: which symbol each site serves (analysis and verification use these).
+//  - sites: where an ordinal is written and how (the rewriter renumbers these),
+//  - imports: which symbol each site serves (analysis and verification use these), and
+//  - weak_marks: where each import's weak-import bit is stored (`--weak-link` sets these).
 #pragma once
 
 #include <cstdint>
@@ -47,8 +48,23 @@ struct Import {
   bool weak = false;
 };
 
+// One bit that says "this import may be missing" (N_WEAK_REF in n_desc,
+// BIND_SYMBOL_FLAGS_WEAK_IMPORT in a SET_SYMBOL_TRAILING_FLAGS_IMM opcode, weak_import
+// of a chained import). Exports-trie re-exports have none.
+struct WeakMark {
+  ImportSource source;
+  uint64_t offset = 0;  // the byte holding the bit, from the start of the slice
+  uint8_t bit = 0;      // its mask within that byte
+  int ordinal = 0;      // the library of the import(s) it marks
+  std::string_view symbol;
+  bool weak = false;  // set in the scanned bytes
+};
+
 struct ImportScan {
   std::vector<OrdinalSite> sites;
+  // One per stored bit and ordinal: a bind opcode naming a symbol that is then bound
+  // from two libraries gives two marks with one offset.
+  std::vector<WeakMark> weak_marks;
   // One per distinct (source, symbol, library, weak) in each stream: a bind stream
   // that binds one symbol at a million addresses yields one import, not a million.
   std::vector<Import> imports;

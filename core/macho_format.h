@@ -59,6 +59,8 @@ constexpr uint8_t N_EXT = 0x01;
 constexpr uint8_t N_UNDF = 0x0;
 constexpr uint8_t N_PBUD = 0xc;
 constexpr uint64_t kNlist64Size = 16;
+constexpr uint64_t kNlistDescOffset = 6;  // n_desc (u16) within an nlist_64
+constexpr uint16_t N_WEAK_REF = 0x0040;   // n_desc of an undefined symbol: may be missing
 
 // Special library ordinals as stored in n_desc's high byte.
 constexpr uint8_t NDESC_SELF = 0x00;
@@ -95,6 +97,10 @@ constexpr uint32_t DYLD_CHAINED_IMPORT = 1;
 constexpr uint32_t DYLD_CHAINED_IMPORT_ADDEND = 2;
 constexpr uint32_t DYLD_CHAINED_IMPORT_ADDEND64 = 3;
 constexpr uint64_t kChainedFixupsHeaderSize = 28;
+// The weak_import bit: bit 8 of DYLD_CHAINED_IMPORT(_ADDEND)'s first u32 (after the
+// 8-bit lib_ordinal), bit 16 of DYLD_CHAINED_IMPORT_ADDEND64's first u64 (after the
+// 16-bit one): bit 0 of the byte after the ordinal in both.
+constexpr uint8_t kChainedWeakImportBit = 0x01;
 
 // Special (negative) library ordinals, as dyld names them.
 constexpr int BIND_SPECIAL_DYLIB_SELF = 0;
