@@ -131,4 +131,10 @@ void put_u64(std::vector<uint8_t>& out, uint64_t offset, uint64_t value) { put_b
 void put_be32(std::vector<uint8_t>& out, uint64_t offset, uint32_t value) { put_u32(out, offset, __builtin_bswap32(value)); }
 void put_be64(std::vector<uint8_t>& out, uint64_t offset, uint64_t value) { put_u64(out, offset, __builtin_bswap64(value)); }
 
+std::optional<uint64_t> first_difference(const uint8_t* a, const uint8_t* b, uint64_t start, uint64_t end) {
+  if (end <= start || std::memcmp(a + start, b + start, end - start) == 0) return std::nullopt;
+  while (a[start] == b[start]) ++start;
+  return start;
+}
+
 }  // namespace machofix

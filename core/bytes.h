@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -98,6 +99,10 @@ class Cursor {
 // Fails if the value needs more than `length` bytes.
 std::vector<uint8_t> padded_uleb(uint64_t value, uint64_t length);
 std::vector<uint8_t> minimal_uleb(uint64_t value);
+
+// The first offset in [start, end) at which `a` and `b` differ, if any. memcmp first:
+// equal ranges, the usual case, cost one pass at memory speed. Both must hold `end` bytes.
+std::optional<uint64_t> first_difference(const uint8_t* a, const uint8_t* b, uint64_t start, uint64_t end);
 
 // Bounds-checked writes into a buffer we own (the output being built).
 void put_u8(std::vector<uint8_t>& out, uint64_t offset, uint8_t value);

@@ -3,7 +3,6 @@
 #include <fnmatch.h>
 
 #include <algorithm>
-#include <cstring>
 #include <map>
 #include <set>
 
@@ -226,14 +225,10 @@ void verify_untouched(const MachO& before, const ImportScan& scan, const std::ve
   std::vector<std::pair<uint64_t, uint64_t>> allowed{{16, macho::kHeaderSize64 + before.sizeofcmds}};  // ncmds onwards
   for (const OrdinalSite& site : scan.sites) allowed.emplace_back(site.offset, site.offset + site.length);
   std::sort(allowed.begin(), allowed.end());
-  const uint8_t* original = before.bytes.data();
   uint64_t position = 0;
   auto compare_until = [&](uint64_t end) {
-    if (end > position && std::memcmp(original + position, after.data() + position, end - position) != 0) {
-      uint64_t changed = position;
-      while (original[changed] == after[changed]) ++changed;
-      verification_failed("byte at slice offset " + hex(changed) + " changed outside any ordinal or load command");
-    }
+    if (auto changed = first_difference(before.bytes.data(), after.data(), position, end))
+      verification_failed("byte at slice offset " + hex(*changed) + " changed outside any ordinal or load command");
   };
   for (const auto& [start, end] : allowed) {
     compare_until(start);

@@ -1,7 +1,6 @@
 #include "core/weak_link.h"
 
 #include <algorithm>
-#include <cstring>
 #include <map>
 #include <set>
 
@@ -111,6 +110,35 @@ std::string weak_link_refusal(const MachO& image, const ImportScan& scan, int or
   return shared_bind_opcode(image, scan, ordinal);
 }
 
+namespace {
+
+// What --weak-link does to one dylib a glob named.
+WeakLinkDecision decide(const MachO& image, const ImportScan& scan, const Dylib& dylib, const std::string& glob) {
+  WeakLinkDecision decision{dylib.ordinal, dylib.install_name, glob, WeakLinkAction::Refused,
+                            weak_link_refusal(image, scan, dylib.ordinal)};
+  if (!decision.reason.empty()) return decision;
+  Targets targets(scan, {dylib.ordinal});
+  std::set<std::string_view> symbols, unmarked;
+  for (const WeakMark& mark : scan.weak_marks)
+    if (targets.covers(mark)) {
+      symbols.insert(mark.symbol);
+      if (!mark.weak) unmarked.insert(mark.symbol);
+    }
+  if (dylib.kind == DylibKind::Weak && unmarked.empty()) {
+    decision.action = WeakLinkAction::NothingToDo;
+    decision.reason = "already LC_LOAD_WEAK_DYLIB, every import from it marked weak";
+  } else if (dylib.kind == DylibKind::Weak) {
+    decision.action = WeakLinkAction::MarkImports;
+    decision.reason = "already LC_LOAD_WEAK_DYLIB; marks " + plural(unmarked.size(), "imported symbol") + " weak";
+  } else {
+    decision.action = WeakLinkAction::MakeWeak;
+    decision.reason = "LC_LOAD_DYLIB -> LC_LOAD_WEAK_DYLIB; " + plural(symbols.size(), "imported symbol") + " marked weak";
+  }
+  return decision;
+}
+
+}  // namespace
+
 WeakLinkPlan plan_weak_link(const MachO& image, const ImportScan& scan, const std::vector<std::string>& globs) {
   WeakLinkPlan plan;
   plan.slice_refused_because = slice_refusal(image);
@@ -121,28 +149,7 @@ WeakLinkPlan plan_weak_link(const MachO& image, const ImportScan& scan, const st
   for (const Dylib& dylib : image.dylibs) {
     auto glob = std::find_if(globs.begin(), globs.end(),
                              [&](const std::string& candidate) { return install_name_matches(candidate, dylib.install_name); });
-    if (glob == globs.end()) continue;
-    WeakLinkDecision decision{dylib.ordinal, dylib.install_name, *glob, WeakLinkAction::MakeWeak, ""};
-    Targets targets(scan, {dylib.ordinal});
-    std::set<std::string_view> symbols, unmarked;
-    for (const WeakMark& mark : scan.weak_marks)
-      if (targets.covers(mark)) {
-        symbols.insert(mark.symbol);
-        if (!mark.weak) unmarked.insert(mark.symbol);
-      }
-    decision.reason = weak_link_refusal(image, scan, dylib.ordinal);
-    if (!decision.reason.empty()) {
-      decision.action = WeakLinkAction::Refused;
-    } else if (dylib.kind == DylibKind::Weak && unmarked.empty()) {
-      decision.action = WeakLinkAction::NothingToDo;
-      decision.reason = "already LC_LOAD_WEAK_DYLIB, every import from it marked weak";
-    } else if (dylib.kind == DylibKind::Weak) {
-      decision.action = WeakLinkAction::MarkImports;
-      decision.reason = "already LC_LOAD_WEAK_DYLIB; marks " + plural(unmarked.size(), "imported symbol") + " weak";
-    } else {
-      decision.reason = "LC_LOAD_DYLIB -> LC_LOAD_WEAK_DYLIB; " + plural(symbols.size(), "imported symbol") + " marked weak";
-    }
-    plan.decisions.push_back(std::move(decision));
+    if (glob != globs.end()) plan.decisions.push_back(decide(image, scan, dylib, *glob));
   }
   return plan;
 }
@@ -211,14 +218,10 @@ void verify_untouched(const MachO& before, const ImportScan& scan, const Targets
         edits[before.commands[dylib.command_index].offset + i] = static_cast<uint8_t>(macho::LC_LOAD_WEAK_DYLIB >> (8 * i));
   for (const WeakMark& mark : scan.weak_marks)
     if (targets.covers(mark)) edits[mark.offset] = before.bytes.u8(mark.offset) | mark.bit;
-  const uint8_t* original = before.bytes.data();
   uint64_t position = 0;
   auto compare_until = [&](uint64_t end) {
-    if (end > position && std::memcmp(original + position, after.data() + position, end - position) != 0) {
-      uint64_t changed = position;
-      while (original[changed] == after[changed]) ++changed;
-      verification_failed("byte at slice offset " + hex(changed) + " changed outside any weak-link edit");
-    }
+    if (auto changed = first_difference(before.bytes.data(), after.data(), position, end))
+      verification_failed("byte at slice offset " + hex(*changed) + " changed outside any weak-link edit");
   };
   for (const auto& [offset, expected] : edits) {
     compare_until(offset);

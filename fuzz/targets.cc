@@ -17,6 +17,7 @@
 #include "core/macho_format.h"
 #include "core/macho_repair.h"
 #include "core/prune.h"
+#include "core/weak_link.h"
 
 #if __has_include("core/pte.h")
 #include "core/file_io.h"
@@ -78,6 +79,10 @@ void analyze_slice(const Bytes& slice, const RepairOptions& options) {
   std::vector<uint8_t> after = apply_prune(image, scan, plan);
   if (plan.left_unchanged_because.empty() && plan.removal_count() > 0) verify_prune(image, scan, plan, after);
   if (after.size() != slice.size()) invariant_failed("apply_prune", "the slice changed size");
+  // --weak-link of every dependency it allows.
+  WeakLinkPlan weak = plan_weak_link(image, scan, {"*"});
+  std::vector<uint8_t> weakened = apply_weak_link(image, scan, weak.ordinals());
+  verify_weak_link(image, scan, weak.ordinals(), weakened);
 }
 
 template <typename F>
