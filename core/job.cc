@@ -149,7 +149,7 @@ void set_status(FileReport& report, bool changed, const JobOptions& options) {
 }
 
 RewriteKind rewrite_kind(Operation operation) {
-  return operation == Operation::Sign ? RewriteKind::Sign : RewriteKind::Prune;
+  return operation == Operation::Sign ? RewriteKind::Sign : operation == Operation::Edit ? RewriteKind::Edit : RewriteKind::Prune;
 }
 
 void run_macho(const MappedFile& input, Operation operation, const JobOptions& options, FileReport& report) {
@@ -164,9 +164,9 @@ void run_macho(const MappedFile& input, Operation operation, const JobOptions& o
   // Every decision that refuses the file is taken here, before any rewriting work.
   MachORewrite rewrite(input.bytes(), repair, rewrite_kind(operation));
   check_output_directory(options);
-  // A pruned file is re-read by LIEF: load it while this one is pruned.
+  // A pruned or edited file is re-read by LIEF: load it while this one is rewritten.
   std::optional<LiefPreload> preload;
-  if (operation == Operation::Prune) preload.emplace();
+  if (operation == Operation::Prune || operation == Operation::Edit) preload.emplace();
   MachORepair result = rewrite.run();
   report.macho = std::move(result.report);
   bool changed = report.macho->changed;
@@ -300,7 +300,11 @@ void run_unsupported(const MappedFile& input, uint32_t filetype, const JobOption
 
 }  // namespace
 
-FileReport run_job(const std::string& path, Operation operation, const JobOptions& options) {
+FileReport run_job(const std::string& path, Operation operation, const JobOptions& named_options) {
+  // An edit that matches nothing is an error in a file named on the command line,
+  // a note in one found in a directory or archive.
+  JobOptions options = named_options;
+  options.repair.edit.unmatched_is_note = options.skip_other_files;
   auto start = std::chrono::steady_clock::now();
   FileReport report;
   report.path = path;

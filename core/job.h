@@ -16,7 +16,7 @@ enum class FileKind { MachO, Universal, Pte, Ptd, Archive, Elf, Other };
 const char* file_kind_name(FileKind kind);
 FileKind detect_kind(const Bytes& bytes);
 
-enum class Operation { Inspect, Prune, Sign };
+enum class Operation { Inspect, Prune, Sign, Edit };
 
 struct JobOptions {
   RepairOptions repair;

@@ -195,7 +195,8 @@ class Reader {
       case LC_REEXPORT_DYLIB: return read_dylib(body, index, DylibKind::Reexport);
       case LC_LOAD_UPWARD_DYLIB: return read_dylib(body, index, DylibKind::Upward);
       case LC_LAZY_LOAD_DYLIB: image_.has_lazy_load_dylib = true; return;
-      case LC_ID_DYLIB: return read_id_dylib(body);
+      case LC_ID_DYLIB: return read_id_dylib(body, index);
+      case LC_RPATH: return read_rpath(body, index);
       case LC_SEGMENT_64: return read_segment(body, index);
       case LC_SYMTAB: return read_symtab(body);
       case LC_DYLD_INFO:
@@ -208,15 +209,26 @@ class Reader {
     }
   }
 
+  // The lc_str of a command whose fixed part is `fixed_size` bytes, its offset at `field`.
+  std::string command_string(const Bytes& body, uint32_t fixed_size, uint64_t field, const char* offset_what,
+                             const char* what, const char* command) {
+    require_command_size(body, fixed_size, command);
+    uint32_t string_offset = body.u32(field);
+    if (string_offset < fixed_size || string_offset >= body.size())
+      body.fail_here(field, std::string(offset_what) + " offset " + std::to_string(string_offset) + " lies outside its load command" +
+                                rule("lc-string-offset"));
+    if (!std::memchr(body.data() + string_offset, 0, body.size() - string_offset))
+      body.fail_here(string_offset, std::string(what) + " is not NUL-terminated" + rule("lc-string-terminated"));
+    return std::string(body.cstr(string_offset, what));
+  }
+
   std::string dylib_name(const Bytes& body) {
-    require_command_size(body, 24, "dylib command");
-    uint32_t name_offset = body.u32(8);
-    if (name_offset < 24 || name_offset >= body.size())
-      body.fail_here(8, "dylib name offset " + std::to_string(name_offset) + " lies outside its load command" +
-                            rule("lc-string-offset"));
-    if (!std::memchr(body.data() + name_offset, 0, body.size() - name_offset))
-      body.fail_here(name_offset, "dylib install name is not NUL-terminated" + rule("lc-string-terminated"));
-    return std::string(body.cstr(name_offset, "dylib install name"));
+    return command_string(body, kDylibCommandSize, kDylibNameOffsetField, "dylib name", "dylib install name",
+                          "dylib command");
+  }
+
+  void read_rpath(const Bytes& body, size_t index) {
+    image_.rpaths.push_back({command_string(body, kRpathCommandSize, kRpathPathOffsetField, "rpath", "rpath", "LC_RPATH"), index});
   }
 
   void read_dylib(const Bytes& body, size_t index, DylibKind kind) {
@@ -230,9 +242,10 @@ class Reader {
     image_.dylibs.push_back(std::move(dylib));
   }
 
-  void read_id_dylib(const Bytes& body) {
+  void read_id_dylib(const Bytes& body, size_t index) {
     if (image_.id_name) body.fail_here(0, "duplicate LC_ID_DYLIB" + rule("lc-unique"));
     image_.id_name = dylib_name(body);
+    image_.id_command = index;
   }
 
   void read_segment(const Bytes& body, size_t index) {

@@ -13,6 +13,19 @@ constexpr uint32_t MH_CIGAM_64 = 0xcffaedfe;
 constexpr uint32_t FAT_MAGIC = 0xcafebabe;     // as read big-endian
 constexpr uint32_t FAT_MAGIC_64 = 0xcafebabf;  // as read big-endian
 constexpr uint64_t kHeaderSize64 = 32;
+// mach_header_64 fields.
+constexpr uint64_t kHeaderNcmdsOffset = 16;
+constexpr uint64_t kHeaderSizeofcmdsOffset = 20;
+// Every load command: cmd, cmdsize; 64-bit files keep each cmdsize a multiple of 8.
+constexpr uint64_t kCommandSizeOffset = 4;
+constexpr uint32_t kCommandAlign64 = 8;
+// dylib_command: cmd, cmdsize, dylib.name (lc_str offset), timestamp, current and
+// compatibility versions; the name follows.
+constexpr uint64_t kDylibNameOffsetField = 8;
+constexpr uint32_t kDylibCommandSize = 24;
+// rpath_command: cmd, cmdsize, path (lc_str offset); the path follows.
+constexpr uint64_t kRpathPathOffsetField = 8;
+constexpr uint32_t kRpathCommandSize = 12;
 
 constexpr uint32_t MH_OBJECT = 0x1;
 constexpr uint32_t MH_EXECUTE = 0x2;
@@ -46,6 +59,7 @@ constexpr uint32_t LC_LOAD_WEAK_DYLIB = 0x18 | LC_REQ_DYLD;
 constexpr uint32_t LC_REEXPORT_DYLIB = 0x1f | LC_REQ_DYLD;
 constexpr uint32_t LC_LAZY_LOAD_DYLIB = 0x20;
 constexpr uint32_t LC_LOAD_UPWARD_DYLIB = 0x23 | LC_REQ_DYLD;
+constexpr uint32_t LC_RPATH = 0x1c | LC_REQ_DYLD;
 constexpr uint32_t LC_CODE_SIGNATURE = 0x1d;
 constexpr uint32_t LC_DYLD_INFO = 0x22;
 constexpr uint32_t LC_DYLD_INFO_ONLY = 0x22 | LC_REQ_DYLD;

@@ -116,7 +116,9 @@ struct JudgedSlice {
   PrunePlan plan;
   InputSignature input;
   SliceReport report;
+  std::optional<EditPlan> edit;  // `edit`: the planned load commands
   bool prunes = false;   // dylib commands are removed
+  bool edits = false;    // load commands are changed, added or removed
   bool resigns = false;  // the signature is renewed, added or replaced
 };
 
@@ -157,8 +159,14 @@ JudgedSlice judge_slice(const Bytes& slice, const RepairOptions& options, Rewrit
   judged.report = describe_slice(image, analysis, judged.plan, judged.input.report);
   refuse_breaking_loader_rules(judged.report.loader_rules);
   judged.prunes = judged.plan.left_unchanged_because.empty() && judged.plan.removal_count() > 0;
+  if (kind == RewriteKind::Edit) {
+    judged.edit.emplace(plan_edit(image, options.edit));
+    judged.report.edits = judged.edit->records;
+    judged.edits = judged.edit->changes();
+    if (judged.edits) judged.edit->commands.check_room(image);
+  }
   bool unsigned_to_sign = !image.code_signature.present && (kind == RewriteKind::Sign || options.sign_unsigned);
-  judged.resigns = kind == RewriteKind::Sign || judged.prunes || unsigned_to_sign || invalid;
+  judged.resigns = kind == RewriteKind::Sign || judged.prunes || judged.edits || unsigned_to_sign || invalid;
   const std::optional<CodeSignature>& signature = judged.input.signature;
   if (judged.resigns && signature && signature->has_identity && !options.replace_identity) refuse_identity();
   if (judged.resigns && signature && !signature->has_identity && !options.identifier.empty() &&
@@ -239,8 +247,13 @@ SliceJob rewrite_slice(JudgedSlice& judged, const RepairOptions& options) {
     return job;
   }
   const MachO& image = *judged.image;
-  job.bytes = judged.prunes ? apply_prune(image, judged.scan, judged.plan) : copy_of(judged.bytes);
+  job.bytes = judged.prunes ? apply_prune(image, judged.scan, judged.plan)
+              : judged.edits ? apply_edit(image, *judged.edit)
+                             : copy_of(judged.bytes);
   if (judged.prunes) verify_prune(image, judged.scan, judged.plan, job.bytes);
+  if (judged.edits) verify_edit(image, judged.scan, *judged.edit, job.bytes);
+  // --weak-link (issue 14) runs here, after the load-command edits: a pure function
+  // bytes -> bytes over the parsed slice (core/weak_link.h), then its own proof.
   job.bytes = update_signature(judged, std::move(job.bytes), options, job.report);
   job.report.changed = judged.prunes || job.bytes.size() != judged.bytes.size() ||
                        std::memcmp(job.bytes.data(), judged.bytes.data(), job.bytes.size()) != 0;
@@ -397,6 +410,10 @@ MachORepair MachORewrite::run() {
 
 MachORepair prune_macho(const Bytes& file, const RepairOptions& options) {
   return MachORewrite(file, options, RewriteKind::Prune).run();
+}
+
+MachORepair edit_macho(const Bytes& file, const RepairOptions& options) {
+  return MachORewrite(file, options, RewriteKind::Edit).run();
 }
 
 MachORepair sign_macho(const Bytes& file, const RepairOptions& options) {

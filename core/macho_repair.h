@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/bytes.h"
+#include "core/edit.h"
 #include "core/loader_rules.h"
 #include "core/progress.h"
 #include "core/prune.h"
@@ -58,6 +59,7 @@ struct SliceReport {
   SignatureReport signature;        // of the input
   SignatureReport signature_after;  // of the output, when it changed
   std::vector<RuleViolation> loader_rules;  // of the input (core/loader_rules.h)
+  std::vector<EditRecord> edits;            // `edit`: each edit as applied, in order
   bool changed = false;
 };
 
@@ -73,6 +75,7 @@ struct MachOReport {
 
 struct RepairOptions {
   PruneOptions prune;
+  EditOptions edit;  // `machofix edit`
   bool sign_unsigned = false;   // --sign: add an ad hoc signature to unsigned slices
   bool replace_identity = false;  // --adhoc: replace a Developer ID signature with an ad hoc one
   // --resign-invalid: re-sign a slice whose input signature is invalid (a hash
@@ -91,7 +94,7 @@ struct MachORepair {
 // What inspect shows: analysis and plan per slice, signature checked; nothing rewritten.
 MachOReport inspect_macho(const Bytes& file, const RepairOptions& options = {});
 
-enum class RewriteKind { Prune, Sign };
+enum class RewriteKind { Prune, Sign, Edit };
 
 // A Mach-O file (thin or universal) read and judged, ready to be rewritten.
 //
@@ -105,7 +108,10 @@ enum class RewriteKind { Prune, Sign };
 //    carries its file offset), unless options.resign_invalid: re-signing would make
 //    a changed or corrupt file look valid;
 //  - is signed with an identity and would be re-signed, unless options.replace_identity.
-// run() then does the work: prune, re-sign, re-read and verify every changed slice.
+//  - (edit) has an edit that matches nothing or would duplicate an rpath (unless
+//    options.edit.unmatched_is_note), or load commands that no longer fit in the
+//    header padding.
+// run() then does the work: prune or edit, re-sign, re-read and verify every changed slice.
 class MachORewrite {
  public:
   MachORewrite(const Bytes& file, const RepairOptions& options, RewriteKind kind);
@@ -123,6 +129,9 @@ class MachORewrite {
 // prune + re-sign every slice; every rewrite is re-read and verified before returning.
 // MachORewrite in one go.
 MachORepair prune_macho(const Bytes& file, const RepairOptions& options);
+
+// `machofix edit`: install names and rpaths (options.edit), re-signed and verified.
+MachORepair edit_macho(const Bytes& file, const RepairOptions& options);
 
 // `machofix sign`: re-sign every slice (or add a signature), no pruning.
 MachORepair sign_macho(const Bytes& file, const RepairOptions& options);

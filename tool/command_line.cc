@@ -129,6 +129,51 @@ CLI::App* add_sign(CLI::App& app, HelpFormatter& help, Settings& settings) {
   return sign;
 }
 
+void add_edits(CLI::App* command, EditOptions& edit) {
+  command->add_option("--change", edit.change,
+                      "change the dependency whose install name (or its last component) matches OLD (a glob, as for "
+                      "--keep) to NEW; repeatable")
+      ->type_name("OLD NEW")
+      ->allow_extra_args(false);
+  command->add_option("--id", edit.id, "set a dylib's own install name (LC_ID_DYLIB)")->type_name("NAME");
+  command->add_option("--add-rpath", edit.add_rpath, "add an LC_RPATH (after the last load command); repeatable")
+      ->type_name("PATH")
+      ->allow_extra_args(false);
+  command->add_option("--delete-rpath", edit.delete_rpath, "delete every LC_RPATH matching GLOB; repeatable")
+      ->type_name("GLOB")
+      ->allow_extra_args(false);
+  command->add_option("--rpath", edit.rpath, "change the LC_RPATH OLD to NEW; repeatable")
+      ->type_name("OLD NEW")
+      ->allow_extra_args(false);
+}
+
+CLI::App* add_edit(CLI::App& app, HelpFormatter& help, Settings& settings) {
+  CLI::App* edit = add_command(app, help, "edit", "change install names and rpaths (install_name_tool's edits), re-sign",
+                               "PATH... (-o OUT | --in-place | --dry-run) EDIT... [OPTIONS]");
+  add_paths(edit, settings, "Mach-O, .pte or .ptd files, archives of them, or directories (recursive)");
+  add_edits(edit, settings.job.repair.edit);
+  add_output(edit, settings);
+  edit->add_flag("--dry-run", settings.job.dry_run, "report what would change; write nothing");
+  edit->add_option("--backup", settings.job.backup_suffix, "with --in-place: keep each replaced original as NAME+SUFFIX")
+      ->type_name("SUFFIX");
+  edit->add_flag("--sign", settings.job.repair.sign_unsigned, "also sign unsigned slices (ad hoc)");
+  edit->add_flag("--adhoc", settings.job.repair.replace_identity,
+                 "replace an identity (Developer ID) signature with an ad hoc one; without it such files are refused");
+  add_resign_invalid(edit, settings);
+  add_json(edit, settings);
+  add_jobs(edit, settings);
+  add_note(edit,
+           "Edits apply to every slice and every Mach-O blob of a .pte/.ptd, in this order (install_name_tool's): "
+           "--delete-rpath, --rpath, --id, --change, --add-rpath, each kind in the order given. An edit that matches "
+           "nothing (no such dependency or rpath, --id on a file that is not a dylib) or would duplicate an rpath is an "
+           "error in a file named on the command line (exit 2, nothing written) and a note in a file found in a "
+           "directory or archive. An edit the file already satisfies (NEW is already there) does nothing, so running "
+           "the same edit twice changes nothing the second time. The load commands may grow into the header padding "
+           "(before the first section's content); a file without room enough is refused, naming the bytes needed and "
+           "available. " + std::string(kRefusesLoaderRules));
+  return edit;
+}
+
 CLI::App* add_verify(CLI::App& app, HelpFormatter& help, Settings& settings) {
   CLI::App* verify = add_command(
       app, help, "verify", "check every slice's signature (structure, every page and special-slot hash) and the loader's rules",
@@ -170,7 +215,8 @@ CLI::App* add_help(CLI::App& app, HelpFormatter& help, Settings& settings) {
 Commands add_commands(CLI::App& app, HelpFormatter& help, Settings& settings) {
   Commands commands;
   commands.to_run = {{add_inspect(app, help, settings), Command::Inspect}, {add_prune(app, help, settings), Command::Prune},
-                     {add_sign(app, help, settings), Command::Sign},       {add_verify(app, help, settings), Command::Verify},
+                     {add_sign(app, help, settings), Command::Sign},       {add_edit(app, help, settings), Command::Edit},
+                     {add_verify(app, help, settings), Command::Verify},
                      {add_check(app, help, settings), Command::Check}};
   commands.help = add_help(app, help, settings);
   return commands;

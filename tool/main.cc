@@ -116,7 +116,7 @@ bool stdout_usable(const Settings& settings) {
   return true;
 }
 
-// prune and sign.
+// prune, sign and edit.
 int run_rewrite(const Settings& settings, Operation operation, const char* command) {
   const JobOptions& job = settings.job;
   if (job.in_place == !job.output.empty() && !job.dry_run) {
@@ -137,6 +137,14 @@ int run_rewrite(const Settings& settings, Operation operation, const char* comma
     if (batch) text << summary_line(summarize(outcome.reports), job.dry_run) << "\n";
   }
   return outcome.status(emit_json(settings, command, outcome.reports, nullptr));
+}
+
+int run_edit(const Settings& settings) {
+  if (!settings.job.repair.edit.any()) {
+    spdlog::error("edit needs at least one edit: --change, --id, --add-rpath, --delete-rpath or --rpath");
+    return kExitError;
+  }
+  return run_rewrite(settings, Operation::Edit, "edit");
 }
 
 int run_verify(const Settings& settings) {
@@ -190,6 +198,7 @@ int run(Command command, const Settings& settings) {
     case Command::Inspect: return run_inspect(settings);
     case Command::Prune: return run_rewrite(settings, Operation::Prune, "prune");
     case Command::Sign: return run_rewrite(settings, Operation::Sign, "sign");
+    case Command::Edit: return run_edit(settings);
     case Command::Verify: return run_verify(settings);
     case Command::Check: return run_check(settings);
   }

@@ -40,6 +40,17 @@ std::string signature_line(const SignatureReport& signature) {
   return line.str();
 }
 
+// One line per edit: "change OLD -> NEW", "add-rpath P", "delete-rpath P", and how it went.
+std::string edit_line(const EditRecord& edit) {
+  std::string line = edit.kind + " ";
+  if (edit.new_value.empty()) line += edit.old_value;
+  else if (edit.old_value.empty()) line += edit.new_value;
+  else line += edit.old_value + " -> " + edit.new_value;
+  if (edit.status == "already") line += " (already so: nothing to do)";
+  if (edit.status == "no match") line += " (note: matches nothing in this file)";
+  return line;
+}
+
 void slice_text(std::ostringstream& out, const SliceReport& slice, bool inspect, const std::string& indent) {
   out << indent << slice.arch << " " << slice.filetype;
   if (!slice.install_name.empty()) out << " " << slice.install_name;
@@ -55,6 +66,7 @@ void slice_text(std::ostringstream& out, const SliceReport& slice, bool inspect,
     else if (!dylib.reason.empty() && dylib.symbols.empty()) out << " -> " << dylib.reason;
     out << "\n";
   }
+  for (const EditRecord& edit : slice.edits) out << indent << "  edit: " << edit_line(edit) << "\n";
   if (slice.flat_lookup_imports)
     out << indent << "  " << slice.flat_lookup_imports << (slice.flat_lookup_imports == 1 ? " symbol is" : " symbols are")
         << " looked up in the flat namespace at run time (-undefined dynamic_lookup)\n";
@@ -111,6 +123,18 @@ std::string text_report(const FileReport& report, bool inspect) {
   return out.str();
 }
 
+// "--delete-rpath '/b/*' matches nothing" for each edit that was a note in a walk.
+static void unmatched_edits(const FileReport& report, std::vector<std::string>& notes) {
+  auto from = [&](const MachOReport& macho) {
+    for (const SliceReport& slice : macho.slices)
+      for (const EditRecord& edit : slice.edits)
+        if (edit.status == "no match") notes.push_back(slice.arch + ": " + edit_line(edit));
+  };
+  if (report.macho) from(*report.macho);
+  if (report.pte)
+    for (const BlobReport& blob : report.pte->blobs) from(blob.macho);
+}
+
 std::string short_report(const FileReport& report) {
   if (report.status == "failed") return "";
   std::string line = report.path + ": " + report.status;
@@ -118,7 +142,9 @@ std::string short_report(const FileReport& report) {
   auto dylibs = [](size_t count) { return std::to_string(count) + " dylib" + (count == 1 ? "" : "s"); };
   if (removed) line += ", " + dylibs(removed) + " removed";
   else if (removable && report.status == "would change") line += ", " + dylibs(removable) + " removable";
-  for (const std::string& note : report.notes) line += "; " + note;
+  std::vector<std::string> notes = report.notes;
+  unmatched_edits(report, notes);
+  for (const std::string& note : notes) line += "; " + note;
   return line + "\n";
 }
 
@@ -219,6 +245,16 @@ void json_slice(Json& json, const SliceReport& slice) {
   if (slice.changed) json_signature(json, slice.signature_after);
   else json.null();
   json_loader_rules(json, slice.loader_rules);
+  json.key("edits").begin_array();
+  for (const EditRecord& edit : slice.edits) {
+    json.begin_object();
+    json.field("kind", edit.kind);
+    json.field("old", edit.old_value);
+    json.field("new", edit.new_value);
+    json.field("status", edit.status);
+    json.end_object();
+  }
+  json.end_array();
   json.end_object();
 }
 

@@ -48,6 +48,15 @@ class LoaderRuleViolation:
 
 
 @dataclass(frozen=True)
+class EditRecord:
+    """One edit of `machofix edit` on a slice (the JSON's slices[].edits)."""
+    kind: str  # change, id, add-rpath, delete-rpath, rpath
+    old: str
+    new: str
+    status: str  # applied, already, no match
+
+
+@dataclass(frozen=True)
 class SliceReport:
     arch: str
     filetype: str
@@ -63,6 +72,7 @@ class SliceReport:
     changed: bool
     signature_after: Optional[SignatureReport]
     loader_rules: List[LoaderRuleViolation] = field(default_factory=list)  # the loader rules it breaks
+    edits: List[EditRecord] = field(default_factory=list)  # `machofix edit` only; empty for the other commands
 
 
 @dataclass(frozen=True)

@@ -160,7 +160,7 @@ def check_suggestions(machofix):
            and "inspect, prune and check take '--keep'" in result.stderr,
            f"an option of other commands says which take it: {describe(result)}")
     result = run(machofix, "inspect", "--dryrun", "x.dylib")
-    expect(result.returncode == 2 and "prune takes '--dry-run'" in result.stderr,
+    expect(result.returncode == 2 and "prune and edit take '--dry-run'" in result.stderr,
            f"a misspelt option of another command names it: {describe(result)}")
     for words in (["inspct"], ["inspect", "--jsn"]):
         result = run(machofix, *words)

@@ -1,0 +1,206 @@
+#include "core/edit.h"
+
+#include <fnmatch.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+
+#include "core/lief_check.h"
+#include "core/macho_format.h"
+#include "core/proof_seam.h"
+#include "core/prune.h"
+
+namespace machofix {
+
+bool EditOptions::any() const {
+  return !delete_rpath.empty() || !rpath.empty() || !id.empty() || !change.empty() || !add_rpath.empty();
+}
+
+namespace {
+
+bool is_dylib_command(uint32_t cmd) {
+  return cmd == macho::LC_LOAD_DYLIB || cmd == macho::LC_LOAD_WEAK_DYLIB || cmd == macho::LC_REEXPORT_DYLIB ||
+         cmd == macho::LC_LOAD_UPWARD_DYLIB || cmd == macho::LC_LAZY_LOAD_DYLIB;
+}
+
+std::string quoted(const std::string& text) { return "'" + text + "'"; }
+
+// Applies the edits, in their order, to the list of load commands.
+class Planner {
+ public:
+  Planner(const MachO& image, const EditOptions& options) : image_(image), options_(options), plan_{{}, LoadCommandList(image)} {}
+
+  EditPlan run() {
+    for (const std::string& glob : options_.delete_rpath) delete_rpath(glob);
+    for (const auto& [old_path, new_path] : options_.rpath) change_rpath(old_path, new_path);
+    if (!options_.id.empty()) set_id(options_.id);
+    for (const auto& [glob, new_name] : options_.change) change_dylib(glob, new_name);
+    for (const std::string& path : options_.add_rpath) add_rpath(path);
+    return std::move(plan_);
+  }
+
+ private:
+  LoadCommandList& commands() { return plan_.commands; }
+
+  void record(const std::string& kind, const std::string& old_value, const std::string& new_value, const char* status) {
+    plan_.records.push_back({kind, old_value, new_value, status});
+  }
+
+  // An edit the file gives nothing to work on: an error for a file named on the
+  // command line, a note for one found in a walk.
+  void unmatched(const std::string& kind, const std::string& old_value, const std::string& new_value,
+                 const std::string& problem) {
+    if (!options_.unmatched_is_note) fail(problem);
+    record(kind, old_value, new_value, "no match");
+  }
+
+  std::vector<size_t> rpaths_where(const std::function<bool(const std::string&)>& wanted) {
+    std::vector<size_t> found;
+    for (size_t i = 0; i < commands().size(); ++i)
+      if (commands().cmd(i) == macho::LC_RPATH && wanted(command_string(commands().bytes(i), macho::kRpathPathOffsetField)))
+        found.push_back(i);
+    return found;
+  }
+
+  bool has_rpath(const std::string& path) {
+    return !rpaths_where([&](const std::string& existing) { return existing == path; }).empty();
+  }
+
+  void delete_rpath(const std::string& glob) {
+    std::vector<size_t> found =
+        rpaths_where([&](const std::string& path) { return fnmatch(glob.c_str(), path.c_str(), 0) == 0; });
+    if (found.empty())
+      return unmatched("delete-rpath", glob, "", "--delete-rpath " + quoted(glob) + ": no LC_RPATH matches");
+    for (auto index = found.rbegin(); index != found.rend(); ++index) {
+      record("delete-rpath", command_string(commands().bytes(*index), macho::kRpathPathOffsetField), "", "applied");
+      commands().remove(*index);
+    }
+    std::reverse(plan_.records.end() - found.size(), plan_.records.end());  // in load-command order
+  }
+
+  void change_rpath(const std::string& old_path, const std::string& new_path) {
+    std::vector<size_t> found = rpaths_where([&](const std::string& path) { return path == old_path; });
+    if (found.empty() && has_rpath(new_path)) return record("rpath", old_path, new_path, "already");
+    if (found.empty())
+      return unmatched("rpath", old_path, new_path, "--rpath " + quoted(old_path) + " " + quoted(new_path) + ": no LC_RPATH is " + quoted(old_path));
+    if (old_path == new_path) return record("rpath", old_path, new_path, "already");
+    if (has_rpath(new_path))
+      return unmatched("rpath", old_path, new_path,
+                       "--rpath " + quoted(old_path) + " " + quoted(new_path) + ": would duplicate the LC_RPATH " + quoted(new_path));
+    size_t index = found.front();  // as install_name_tool: the first
+    commands().replace(index, with_command_string(commands().bytes(index), macho::kRpathPathOffsetField, new_path));
+    record("rpath", old_path, new_path, "applied");
+  }
+
+  void set_id(const std::string& name) {
+    std::optional<size_t> index;
+    for (size_t i = 0; i < commands().size(); ++i)
+      if (commands().cmd(i) == macho::LC_ID_DYLIB) index = i;
+    if (image_.filetype != macho::MH_DYLIB || !index)
+      return unmatched("id", "", name, "--id " + quoted(name) + ": the file is a " + image_.filetype_name() +
+                                           ", not a dylib with an LC_ID_DYLIB");
+    std::string old_name = command_string(commands().bytes(*index), macho::kDylibNameOffsetField);
+    if (old_name == name) return record("id", old_name, name, "already");
+    commands().replace(*index, with_command_string(commands().bytes(*index), macho::kDylibNameOffsetField, name));
+    record("id", old_name, name, "applied");
+  }
+
+  void change_dylib(const std::string& glob, const std::string& new_name) {
+    bool matched = false, already = false;
+    for (size_t i = 0; i < commands().size(); ++i) {
+      if (!is_dylib_command(commands().cmd(i))) continue;
+      std::string name = command_string(commands().bytes(i), macho::kDylibNameOffsetField);
+      already |= name == new_name;
+      if (!install_name_matches(glob, name) || name == new_name) continue;
+      commands().replace(i, with_command_string(commands().bytes(i), macho::kDylibNameOffsetField, new_name));
+      record("change", name, new_name, "applied");
+      matched = true;
+    }
+    if (matched) return;
+    if (already) return record("change", glob, new_name, "already");
+    unmatched("change", glob, new_name,
+              "--change " + quoted(glob) + " " + quoted(new_name) + ": no dependent dylib's install name matches " + quoted(glob));
+  }
+
+  void add_rpath(const std::string& path) {
+    if (has_rpath(path)) return record("add-rpath", "", path, "already");
+    commands().insert(commands().size(), rpath_command(path));  // at the end, as install_name_tool
+    record("add-rpath", "", path, "applied");
+  }
+
+  const MachO& image_;
+  const EditOptions& options_;
+  EditPlan plan_;
+};
+
+[[noreturn]] void verification_failed(const std::string& problem) {
+  fail("verification of the edited file failed, nothing written: " + problem);
+}
+
+void verify_commands(const EditPlan& plan, const MachO& after) {
+  if (after.commands.size() != plan.commands.size())
+    verification_failed(std::to_string(after.commands.size()) + " load commands, not the " +
+                        std::to_string(plan.commands.size()) + " planned");
+  for (size_t i = 0; i < after.commands.size(); ++i) {
+    const std::vector<uint8_t>& planned = plan.commands.bytes(i);
+    const LoadCommand& command = after.commands[i];
+    if (command.size != planned.size() ||
+        std::memcmp(after.bytes.data() + command.offset, planned.data(), planned.size()) != 0)
+      verification_failed("load command " + std::to_string(i) + " is not the planned one");
+  }
+}
+
+void verify_imports(const ImportScan& before, const ImportScan& after) {
+  if (before.imports.size() != after.imports.size())
+    verification_failed("the number of imports changed from " + std::to_string(before.imports.size()) + " to " +
+                        std::to_string(after.imports.size()));
+  for (size_t i = 0; i < before.imports.size(); ++i) {
+    const Import& was = before.imports[i];
+    const Import& now = after.imports[i];
+    if (was.symbol != now.symbol || was.source != now.source || was.ordinal != now.ordinal || was.weak != now.weak)
+      verification_failed(std::string(import_source_name(was.source)) + " import " + std::string(was.symbol) +
+                          " is not bound as before");
+  }
+}
+
+// The header's other fields and everything after the load-command area (the old one
+// or the new one, whichever is longer) must be exactly as they were.
+void verify_untouched(const MachO& before, uint64_t commands_end, uint64_t area_end, const std::vector<uint8_t>& after) {
+  const uint8_t* original = before.bytes.data();
+  auto compare = [&](uint64_t start, uint64_t end) {
+    for (uint64_t at = start; at < end; ++at)
+      if (original[at] != after[at]) verification_failed("byte at slice offset " + hex(at) + " changed outside the load commands");
+  };
+  compare(0, macho::kHeaderNcmdsOffset);
+  compare(macho::kHeaderSizeofcmdsOffset + 4, macho::kHeaderSize64);
+  for (uint64_t at = commands_end; at < area_end; ++at)
+    if (after[at] != 0) verification_failed("byte at slice offset " + hex(at) + " after the load commands is not zero");
+  if (std::memcmp(original + area_end, after.data() + area_end, after.size() - area_end) != 0)
+    compare(area_end, after.size());
+}
+
+}  // namespace
+
+EditPlan plan_edit(const MachO& image, const EditOptions& options) { return Planner(image, options).run(); }
+
+std::vector<uint8_t> apply_edit(const MachO& image, const EditPlan& plan) {
+  std::vector<uint8_t> out(image.bytes.data(), image.bytes.data() + image.bytes.size());
+  if (plan.changes()) plan.commands.write(image, out);
+  return out;
+}
+
+void verify_edit(const MachO& before, const ImportScan& before_scan, const EditPlan& plan, const std::vector<uint8_t>& after) {
+  if (after.size() != before.bytes.size()) verification_failed("the slice changed size");
+  std::vector<uint8_t> spoiled_for_reread, spoiled_for_untouched, spoiled_for_lief;  // tests only (proof_seam.h)
+  const std::vector<uint8_t>& reread_bytes = seam::offer(seam::ProofStep::Reread, after, spoiled_for_reread);
+  MachO reread = parse_macho(Bytes(reread_bytes.data(), reread_bytes.size(), before.bytes.base()));
+  ImportScan reread_scan = scan_imports(reread);
+  verify_commands(plan, reread);
+  verify_imports(before_scan, reread_scan);
+  uint64_t area_end = macho::kHeaderSize64 + std::max<uint64_t>(before.sizeofcmds, plan.commands.sizeofcmds());
+  verify_untouched(before, macho::kHeaderSize64 + plan.commands.sizeofcmds(), area_end, seam::offer(seam::ProofStep::Untouched, after, spoiled_for_untouched));
+  cross_check_with_lief(seam::offer(seam::ProofStep::Lief, after, spoiled_for_lief), reread, reread_scan);
+}
+
+}  // namespace machofix

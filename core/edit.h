@@ -1,0 +1,65 @@
+// `machofix edit`: install names and rpaths changed in install_name_tool's
+// vocabulary, on one slice. The stages mirror prune's:
+//   plan_edit()    which load commands each edit changes, adds or removes (errors
+//                  for an edit that matches nothing, or would duplicate an rpath)
+//   apply_edit()   the load-command area written anew (core/load_commands.h)
+//   verify_edit()  the output re-read: exactly the planned load commands, every
+//                  import as before, every other byte unchanged, LIEF agrees
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/imports.h"
+#include "core/load_commands.h"
+#include "core/macho.h"
+
+namespace machofix {
+
+struct EditOptions {
+  // Applied in this order, each kind in the order given (install_name_tool's and
+  // LLVM's order): --delete-rpath, --rpath, --id, --change, --add-rpath.
+  std::vector<std::string> delete_rpath;                     // globs
+  std::vector<std::pair<std::string, std::string>> rpath;    // OLD -> NEW (exact)
+  std::string id;                                            // empty: unchanged
+  std::vector<std::pair<std::string, std::string>> change;   // OLD (glob, as prune's --keep) -> NEW
+  std::vector<std::string> add_rpath;
+  // --weak-link GLOB (issue 14) goes here: a std::vector<std::string> weak_link, run
+  // as the stage after the load-command edits (see rewrite_slice in macho_repair.cc).
+  // Inside a directory or archive walk an edit that matches nothing is a note for
+  // that file; in a file named on the command line it is an error.
+  bool unmatched_is_note = false;
+  bool any() const;
+};
+
+// One edit as it went: kind is "delete-rpath", "rpath", "id", "change", "add-rpath";
+// status is "applied", "already" (the file was already in the state the edit asks
+// for: a second identical edit changes nothing) or "no match" (a note in a walk).
+struct EditRecord {
+  std::string kind;
+  std::string old_value;  // empty for add-rpath and id on a dylib without one
+  std::string new_value;  // empty for delete-rpath
+  std::string status;
+};
+
+struct EditPlan {
+  std::vector<EditRecord> records;  // in the order applied
+  LoadCommandList commands;         // the intended load commands
+  bool changes() const { return commands.changed(); }
+};
+
+// Throws an Error naming the edit when it matches nothing (unless
+// options.unmatched_is_note) or would duplicate an rpath.
+EditPlan plan_edit(const MachO& image, const EditOptions& options);
+
+// The slice with the planned load commands; same size. Throws a refusal when the
+// commands do not fit in the header padding (room needed and available).
+std::vector<uint8_t> apply_edit(const MachO& image, const EditPlan& plan);
+
+// Re-reads `after`: its load commands must be exactly the planned ones, every import
+// bind as before (same ordinal, same symbol, same weakness), every byte outside the
+// load-command area unchanged, and LIEF must agree.
+void verify_edit(const MachO& before, const ImportScan& before_scan, const EditPlan& plan, const std::vector<uint8_t>& after);
+
+}  // namespace machofix
