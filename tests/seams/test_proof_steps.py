@@ -72,6 +72,7 @@ class Run:
         self.spoiled, self.machofix, self.pte_writer = spoiled, machofix, pte_writer
         self.fixtures, self.work = fixtures, work
         self.failures, self.refusals = [], 0
+        self.command = ["prune"]  # the command and its options; `edit` runs the same steps
 
     def fixture(self, name):
         with open(os.path.join(self.fixtures, name), "rb") as handle:
@@ -89,7 +90,8 @@ class Run:
     def prune(self, spoil, path, mode, directory):
         arguments = [a.replace("OUT", os.path.join(directory, "output")) for a in mode]
         env = dict(os.environ, MACHOFIX_SPOIL=spoil)
-        return subprocess.run([self.spoiled, "prune", path, *arguments], capture_output=True, text=True, env=env,
+        return subprocess.run([self.spoiled, self.command[0], path, *arguments, *self.command[1:]], capture_output=True,
+                              text=True, env=env,
                               timeout=120)
 
     def expect_refusal(self, label, data, spoil, expected, modes):
@@ -138,6 +140,30 @@ class Run:
         report = json.loads(subprocess.run([self.machofix, "inspect", "--json", path], capture_output=True, text=True,
                                            check=True).stdout)
         return report["files"][0]["pte"]["blobs"][0]["offset"]
+
+
+def edit_steps(runner):
+    """`edit`: the same steps refuse an edited slice (the re-read compares the load
+    commands with the planned ones, and every import with the input's)."""
+    runner.command = ["edit", "--change", "*libomp*", "@rpath/libomp.dylib", "--add-rpath", "@loader_path"]
+    chained = runner.fixture("aoti_metal_arm64_chained_headerpad.in")
+    dyldinfo = runner.fixture("aoti_metal_x86_64_dyldinfo_headerpad.in")
+    name, code = first_dylib_name(chained), text_offset(chained)
+    bind_at, other_ordinal = first_bind_ordinal(dyldinfo)
+    runner.expect_success("edit", chained, MACHO_MODES)
+    runner.expect_success("edit-imports", dyldinfo, MACHO_MODES)
+    runner.expect_refusal("edit", chained, f"reread@{name}", "is not the planned one", MACHO_MODES)
+    runner.expect_refusal("edit-imports", dyldinfo, f"reread@{bind_at}={other_ordinal}",
+                          "bind import dyld_stub_binder is not bound as before", MACHO_MODES)
+    runner.expect_refusal("edit", chained, f"untouched@{code}", "changed outside the load commands", MACHO_MODES)
+    runner.expect_refusal("edit", chained, f"lief@{name}", "LIEF reads the rewritten slice differently", MACHO_MODES)
+    runner.expect_refusal("edit", chained, f"signature@{code}", "the renewed signature does not verify", MACHO_MODES)
+    runner.expect_refusal("edit", chained, "loader-rules@16=0x7f", "the rewritten slice breaks the loader rule lc-walk",
+                          MACHO_MODES)
+    pte = runner.wrap("aoti_metal_arm64_chained_headerpad.in")
+    runner.expect_success("edit-pte", pte, MACHO_MODES)
+    runner.expect_refusal("edit-pte", pte, f"reread@{name}", "is not the planned one", MACHO_MODES)
+    runner.expect_refusal("edit-pte", pte, f"untouched@{code}", "changed outside the load commands", MACHO_MODES)
 
 
 def main():
@@ -190,6 +216,8 @@ def main():
                           FILE_MODES)
     runner.expect_refusal("pte", pte, "copy@100", "the output differs from input offset 0x64, which it copies", FILE_MODES)
     runner.expect_refusal("pte", pte, f"copy@{len(pte) - 5}", "which it copies", FILE_MODES)
+
+    edit_steps(runner)
 
     for failure in runner.failures:
         print("FAIL:", failure)
