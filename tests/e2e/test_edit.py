@@ -13,7 +13,7 @@ needed and available, nothing written; llvm-install-name-tool-16 writes a file i
 own otool cannot read), each edit that matches nothing and a duplicate rpath (exit 2,
 nothing written; a note in a directory walk), --dry-run, a second identical edit
 (unchanged, byte-identical), --in-place with --backup, and the JSON report's edits.
-Usage: test_edit.py MACHOFIX PTE_WRITER FIXTURE_DIR WORK_DIR
+Usage: test_edit.py MACHOFIX PTE_WRITER FIXTURE_DIR WORK_DIR [SAMPLES_DIR]
 """
 import json
 import os
@@ -218,6 +218,64 @@ def pte_and_archive(machofix, pte_writer, fixtures, work):
                "archive: each member is byte-identical to the file edited on its own")
 
 
+def blobs_of(machofix, path):
+    """[(offset, size, blob report)] of every Mach-O blob of a .pte/.ptd."""
+    result = run(machofix, "inspect", path, "--json", "-")
+    return [(b["offset"], b["size"], b) for b in json.loads(result.stdout)["files"][0]["pte"]["blobs"]]
+
+
+def pte_matrix(machofix, pte_writer, work, samples):
+    """Every .pte/.ptd of the writer's matrix (tests/pte/make_blobs.sh images) and of
+    ExecuTorch's samples: each edited blob is byte-identical to the same edit of the
+    extracted blob as a file of its own, whose load commands equal
+    llvm-install-name-tool-16's (both from llvm-objcopy-16's copy, as above)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+    import pte_models
+    edits = ["--change", "*libomp*", "@rpath/libomp.dylib", "--add-rpath", "@loader_path"]
+    theirs = ["-change", LIBOMP, "@rpath/libomp.dylib", "-add_rpath", "@loader_path"]
+    for model in pte_models.pte_models(pte_writer, os.path.join(work, "models"), samples):
+        name = os.path.basename(model)
+        out = os.path.join(work, name + ".edited")
+        result = run(machofix, "edit", model, "-o", out, *edits)
+        before = blobs_of(machofix, model)
+        has_libomp = [any(d["install_name"] == LIBOMP for s in b["macho"]["slices"] for d in s["dylibs"])
+                      for _, _, b in before]
+        if not all(has_libomp):
+            expect(result.returncode == 2 and "no dependent dylib's install name matches '*libomp*'" in result.stderr
+                   and "named data '" in result.stderr and not os.path.exists(out),
+                   f"{name}: a blob without libomp: --change is an error naming the blob, nothing written", result)
+            continue
+        if result.returncode != 0:
+            expect(False, f"{name}: edited", result)
+            continue
+        after = blobs_of(machofix, out)
+        data, edited = read(model), read(out)
+        same, like_llvm, renewed = True, True, True
+        for (offset, size, blob), (new_offset, new_size, new_blob) in zip(before, after):
+            extracted = os.path.join(work, f"{name}.blob{offset}")
+            write(extracted, data[offset:offset + size])
+            alone = extracted + ".edited"
+            run(machofix, "edit", extracted, "-o", alone, *edits)
+            same &= os.path.exists(alone) and read(alone) == edited[new_offset:new_offset + new_size]
+            normal = extracted + ".norm"
+            subprocess.run(["llvm-objcopy-16", extracted, normal], check=True, capture_output=True)
+            mine, reference = normal + ".edited", normal + ".ref"
+            run(machofix, "edit", normal, "-o", mine, *edits)
+            llvm_edit(normal, reference, theirs)
+            archs = [s["arch"] for s in blob["macho"]["slices"]] if blob["macho"]["universal"] else [None]
+            like_llvm &= all(same_commands(load_commands(mine, arch), load_commands(reference, arch)) for arch in archs)
+            hash_keys = [k for k in new_blob["keys"] if re.match(r"[0-9a-f]{64}_", k)]  # not the method-named ones
+            renewed &= new_blob["sha256"] != blob["sha256"]
+            if name.endswith(".ptd"):  # as prune: kept, with a warning (the .pte naming it is not rewritten)
+                renewed &= all(k in blob["keys"] and f"content-hash key '{k}' kept" in result.stdout for k in hash_keys)
+            else:
+                renewed &= all(k.startswith(new_blob["sha256"]) for k in hash_keys)
+        expect(same, f"{name}: every edited blob is byte-identical to the edit of the extracted blob")
+        expect(like_llvm, f"{name}: the extracted blob's load commands equal llvm-install-name-tool-16's")
+        expect(renewed and run(machofix, "verify", out).returncode in (0, 1),
+               f"{name}: every blob changed, its content-hash keys renewed to its new SHA-256 (.ptd: kept, said)")
+
+
 def padding(machofix, fixtures, work):
     image = normalized_image(fixtures, work, "aoti_metal_arm64_chained")  # lld's default: a little padding
     commands = load_commands(image)
@@ -331,10 +389,12 @@ def dry_run_idempotence_in_place(machofix, fixtures, work):
 
 def main():
     machofix, pte_writer, fixtures, work = [os.path.abspath(a) for a in sys.argv[1:5]]
+    samples = os.path.abspath(sys.argv[5]) if len(sys.argv) > 5 else ""
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     references(machofix, fixtures, work)
     pte_and_archive(machofix, pte_writer, fixtures, work)
+    pte_matrix(machofix, pte_writer, work, samples)
     padding(machofix, fixtures, work)
     errors(machofix, fixtures, work)
     dry_run_idempotence_in_place(machofix, fixtures, work)
