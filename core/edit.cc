@@ -98,8 +98,8 @@ class Planner {
     for (size_t i = 0; i < commands().size(); ++i)
       if (commands().cmd(i) == macho::LC_ID_DYLIB) index = i;
     if (image_.filetype != macho::MH_DYLIB || !index)
-      return unmatched("id", "", name, "--id " + quoted(name) + ": the file is a " + image_.filetype_name() +
-                                           ", not a dylib with an LC_ID_DYLIB");
+      return unmatched("id", "", name, "--id " + quoted(name) + ": not a dylib with an LC_ID_DYLIB (the file type is " +
+                                           image_.filetype_name() + ")");
     std::string old_name = command_string(commands().bytes(*index), macho::kDylibNameOffsetField);
     if (old_name == name) return record("id", old_name, name, "already");
     commands().replace(*index, with_command_string(commands().bytes(*index), macho::kDylibNameOffsetField, name));

@@ -168,7 +168,8 @@ CLI::App* add_edit(CLI::App& app, HelpFormatter& help, Settings& settings) {
            "nothing (no such dependency or rpath, --id on a file that is not a dylib) or would duplicate an rpath is an "
            "error in a file named on the command line (exit 2, nothing written) and a note in a file found in a "
            "directory or archive. An edit the file already satisfies (NEW is already there) does nothing, so running "
-           "the same edit twice changes nothing the second time. The load commands may grow into the header padding "
+           "the same edit twice changes nothing the second time (--delete-rpath excepted: the second finds nothing to "
+           "delete, an error as above). The load commands may grow into the header padding "
            "(before the first section's content); a file without room enough is refused, naming the bytes needed and "
            "available. " + std::string(kRefusesLoaderRules));
   return edit;

@@ -332,7 +332,7 @@ def errors(machofix, fixtures, work):
          "--change '*libnothere*' '@rpath/x.dylib': no dependent dylib's install name matches '*libnothere*'"),
         ("--delete-rpath, no such rpath", image, ["--delete-rpath", "/nowhere/*"], "--delete-rpath '/nowhere/*': no LC_RPATH matches"),
         ("--rpath, no such rpath", image, ["--rpath", "/nowhere", "@loader_path"], "--rpath '/nowhere' '@loader_path': no LC_RPATH is '/nowhere'"),
-        ("--id on an executable", executable, ["--id", "@rpath/x"], "--id '@rpath/x': the file is a executable, not a dylib"),
+        ("--id on an executable", executable, ["--id", "@rpath/x"], "--id '@rpath/x': not a dylib with an LC_ID_DYLIB (the file type is executable)"),
         ("--rpath onto an rpath that exists", with_both, ["--rpath", "/b/lib", "@loader_path"],
          "would duplicate the LC_RPATH '@loader_path'"),
     ]
