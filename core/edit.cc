@@ -167,17 +167,15 @@ void verify_imports(const ImportScan& before, const ImportScan& after) {
 // The header's other fields and everything after the load-command area (the old one
 // or the new one, whichever is longer) must be exactly as they were.
 void verify_untouched(const MachO& before, uint64_t commands_end, uint64_t area_end, const std::vector<uint8_t>& after) {
-  const uint8_t* original = before.bytes.data();
   auto compare = [&](uint64_t start, uint64_t end) {
-    for (uint64_t at = start; at < end; ++at)
-      if (original[at] != after[at]) verification_failed("byte at slice offset " + hex(at) + " changed outside the load commands");
+    if (auto changed = first_difference(before.bytes.data(), after.data(), start, end))
+      verification_failed("byte at slice offset " + hex(*changed) + " changed outside the load commands");
   };
   compare(0, macho::kHeaderNcmdsOffset);
   compare(macho::kHeaderSizeofcmdsOffset + 4, macho::kHeaderSize64);
   for (uint64_t at = commands_end; at < area_end; ++at)
     if (after[at] != 0) verification_failed("byte at slice offset " + hex(at) + " after the load commands is not zero");
-  if (std::memcmp(original + area_end, after.data() + area_end, after.size() - area_end) != 0)
-    compare(area_end, after.size());
+  compare(area_end, after.size());
 }
 
 }  // namespace
