@@ -196,6 +196,7 @@ class Reader {
       case LC_LOAD_UPWARD_DYLIB: return read_dylib(body, index, DylibKind::Upward);
       case LC_LAZY_LOAD_DYLIB: image_.has_lazy_load_dylib = true; return;
       case LC_ID_DYLIB: return read_id_dylib(body);
+      case LC_RPATH: return read_rpath(body, index);
       case LC_SEGMENT_64: return read_segment(body, index);
       case LC_SYMTAB: return read_symtab(body);
       case LC_DYLD_INFO:
@@ -217,6 +218,18 @@ class Reader {
     if (!std::memchr(body.data() + name_offset, 0, body.size() - name_offset))
       body.fail_here(name_offset, "dylib install name is not NUL-terminated" + rule("lc-string-terminated"));
     return std::string(body.cstr(name_offset, "dylib install name"));
+  }
+
+  // A malformed LC_RPATH is not refused here: nothing machofix rewrites depends on
+  // it, and the loader rules (lc-string-offset, lc-string-terminated) report it.
+  void read_rpath(const Bytes& body, size_t index) {
+    if (body.size() < 12) return;
+    uint32_t path_offset = body.u32(8);
+    if (path_offset < 12 || path_offset >= body.size()) return;
+    const uint8_t* start = body.data() + path_offset;
+    const void* end = std::memchr(start, 0, body.size() - path_offset);
+    if (!end) return;
+    image_.rpaths.push_back({std::string(reinterpret_cast<const char*>(start), static_cast<const uint8_t*>(end) - start), index});
   }
 
   void read_dylib(const Bytes& body, size_t index, DylibKind kind) {

@@ -34,6 +34,12 @@ struct Dylib {
   uint32_t compatibility_version = 0;
 };
 
+// An LC_RPATH: a directory dyld searches for @rpath/ install names.
+struct Rpath {
+  std::string path;
+  size_t command_index = 0;  // into MachO::commands
+};
+
 struct Section {
   std::string segment_name;
   std::string name;
@@ -84,6 +90,7 @@ struct MachO {
 
   std::vector<LoadCommand> commands;
   std::vector<Dylib> dylibs;  // dependent dylibs, ordinal = index + 1
+  std::vector<Rpath> rpaths;  // in load-command order, duplicates kept
   std::vector<Segment> segments;
   std::optional<std::string> id_name;  // LC_ID_DYLIB
   Symtab symtab;

@@ -46,6 +46,7 @@ constexpr uint32_t LC_LOAD_WEAK_DYLIB = 0x18 | LC_REQ_DYLD;
 constexpr uint32_t LC_REEXPORT_DYLIB = 0x1f | LC_REQ_DYLD;
 constexpr uint32_t LC_LAZY_LOAD_DYLIB = 0x20;
 constexpr uint32_t LC_LOAD_UPWARD_DYLIB = 0x23 | LC_REQ_DYLD;
+constexpr uint32_t LC_RPATH = 0x1c | LC_REQ_DYLD;
 constexpr uint32_t LC_CODE_SIGNATURE = 0x1d;
 constexpr uint32_t LC_DYLD_INFO = 0x22;
 constexpr uint32_t LC_DYLD_INFO_ONLY = 0x22 | LC_REQ_DYLD;
