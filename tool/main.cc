@@ -254,7 +254,10 @@ int run_check(const Settings& settings) {
   if (!findings) return kExitError;
   if (!json_to_stdout(settings) && settings.sarif != "-") {
     for (const Finding& finding : *findings) std::cout << finding_line(finding) << "\n";
-    if (!settings.quiet) std::cout << check_summary(outcome.reports, *findings) << "\n";
+    if (!settings.quiet) {
+      for (const std::string& contract : contracts.used()) std::cout << "machofix check: contract " << contract << "\n";
+      std::cout << check_summary(outcome.reports, *findings) << "\n";
+    }
   }
   bool written = emit_json(settings, "check", outcome.reports, &*findings, &contracts.used());
   if (!settings.sarif.empty()) written &= write_text_file(settings.sarif, sarif_document(*findings, contracts.used()), "SARIF report");

@@ -268,6 +268,28 @@ def export_step(machofix, pte_writer, fixtures, work):
            "export_step.py --provided: an @rpath library not provided fails the step", result)
 
 
+def sample_contract(machofix, pte_writer, work):
+    """samples/aoti_metal: build.sh puts its contract beside the model; check and the
+    export step hold the model to it (no OpenMP under any name)."""
+    out = os.path.join(work, "sample")
+    subprocess.run([os.path.join(ROOT, "samples", "aoti_metal", "build.sh"), out, pte_writer], check=True,
+                   capture_output=True)
+    model = os.path.join(out, "metal_model.pte")
+    result, found, document = check_json(machofix, model)
+    expect(result.returncode == 1 and rules(found) == ["absolute-install-name", "forbidden-dependency", "unused-dependency"]
+           and document.get("contracts") == [os.path.join(out, "machofix.toml")],
+           "the sample's contract, beside the model: libomp is forbidden, unused and absolute", result)
+    text = run(machofix, "check", model)
+    expect(f"machofix check: contract {os.path.join(out, 'machofix.toml')}" in text.stdout,
+           "the text report names the contract it read", text)
+    step = os.path.join(ROOT, "samples", "export_step.py")
+    result = run(sys.executable, step, out, "--machofix", machofix)
+    expect(result.returncode == 0 and "dylibs removed" in result.stdout,
+           "the export step removes libomp and passes the sample's contract", result)
+    result, found, _ = check_json(machofix, model)
+    expect(result.returncode == 0 and found == [], "after it, check with the contract is clean", result)
+
+
 def main(argv):
     machofix, pte_writer, fixtures, work = argv[1:5]
     machofix = os.path.abspath(machofix)
@@ -280,6 +302,7 @@ def main(argv):
     malformed(machofix, fixtures, work)
     discovery(machofix, fixtures, work)
     export_step(machofix, pte_writer, fixtures, work)
+    sample_contract(machofix, pte_writer, work)
     print(f"{len(failures)} failures")
     return 1 if failures else 0
 
