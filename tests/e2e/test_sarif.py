@@ -135,7 +135,7 @@ def result_view(result):
 
 
 def main(argv):
-    machofix, pte_writer, fixtures, work = os.path.abspath(argv[1]), argv[2], argv[3], argv[4]
+    machofix, pte_writer, fixtures, work = [os.path.abspath(a) for a in argv[1:5]]
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     work = os.path.realpath(work)
