@@ -5,6 +5,7 @@
 #define TOML_ENABLE_FORMATTERS 0
 #include <toml++/toml.h>
 
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <sstream>

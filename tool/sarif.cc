@@ -2,8 +2,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
+#include <iterator>
 
 #include "tool/rules.h"
 

@@ -142,7 +142,9 @@ def main(argv):
     sarif_schema = schema()
     if sarif_schema is None:
         return SKIP
-    validator = jsonschema.Draft7Validator(sarif_schema)
+    validator_class = jsonschema.validators.validator_for(sarif_schema)  # the schema says draft-04
+    validator_class.check_schema(sarif_schema)
+    validator = validator_class(sarif_schema)
 
     models = os.path.join(work, "models")
     os.makedirs(models)
@@ -160,6 +162,11 @@ def main(argv):
     expect(not errors, "the SARIF document validates against the SARIF 2.1.0 schema",
            "; ".join(f"{list(e.path)}: {e.message}" for e in errors[:5]))
     expect(document.get("version") == "2.1.0" and len(document.get("runs", [])) == 1, "version 2.1.0, one run")
+    spoiled = json.loads(json.dumps(document))
+    spoiled["runs"][0]["results"][0]["level"] = "fatal"
+    del spoiled["runs"][0]["tool"]["driver"]["name"]
+    expect(len(list(validator.iter_errors(spoiled))) == 2,
+           "the validator refuses a document with an unknown level and a driver without a name")
     run_ = document["runs"][0]
     driver = run_["tool"]["driver"]
     ids = [rule["id"] for rule in driver["rules"]]
