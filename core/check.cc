@@ -1,6 +1,10 @@
 #include "core/check.h"
 
+#include <fnmatch.h>
+
 #include <algorithm>
+#include <iterator>
+#include <set>
 
 #include "core/prune.h"
 
@@ -9,66 +13,119 @@ namespace machofix {
 namespace {
 
 const char* const kSystemPrefixes[] = {"/usr/lib/", "/System/Library/"};
+const char* const kRelativePrefixes[] = {"@rpath/", "@loader_path/", "@executable_path/"};
 
-bool allowed(const std::string& install_name, const CheckOptions& options) {
-  if (install_name.empty() || install_name[0] != '/') return true;  // @rpath/..., @loader_path/...: relocatable
+bool starts_with(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
+
+bool any_matches(const std::vector<std::string>& globs, const std::string& install_name) {
+  return std::any_of(globs.begin(), globs.end(),
+                     [&](const std::string& glob) { return install_name_matches(glob, install_name); });
+}
+
+const std::string* first_match(const std::vector<std::string>& globs, const std::string& install_name) {
+  auto found = std::find_if(globs.begin(), globs.end(),
+                            [&](const std::string& glob) { return install_name_matches(glob, install_name); });
+  return found == globs.end() ? nullptr : &*found;
+}
+
+bool under_allowed_prefix(const std::string& path, const CheckOptions& options) {
   for (const char* prefix : kSystemPrefixes)
-    if (install_name.rfind(prefix, 0) == 0) return true;
-  for (const std::string& prefix : options.allowed_prefixes)
-    if (install_name.rfind(prefix, 0) == 0) return true;
-  return false;
+    if (starts_with(path, prefix)) return true;
+  return std::any_of(options.allowed_prefixes.begin(), options.allowed_prefixes.end(),
+                     [&](const std::string& prefix) { return starts_with(path, prefix); });
+}
+
+// An absolute install name users' machines will have: the system's, an allowed
+// prefix's, or one the application says it provides.
+bool absolute_name_allowed(const std::string& install_name, const CheckOptions& options) {
+  if (install_name.empty() || install_name[0] != '/') return true;  // @rpath/..., @loader_path/...: relocatable
+  return under_allowed_prefix(install_name, options) || any_matches(options.provided, install_name);
+}
+
+bool relative_name(const std::string& install_name) {
+  return std::any_of(std::begin(kRelativePrefixes), std::end(kRelativePrefixes),
+                     [&](const char* prefix) { return starts_with(install_name, prefix); });
+}
+
+// An rpath that names a directory of the machine that built the file: absolute, or
+// relative to the process's current directory (not @loader_path/ or @executable_path/).
+bool machine_rpath(const std::string& path, const CheckOptions& options) {
+  if (starts_with(path, "@")) return false;
+  if (std::any_of(options.allowed_rpaths.begin(), options.allowed_rpaths.end(),
+                  [&](const std::string& glob) { return fnmatch(glob.c_str(), path.c_str(), 0) == 0; }))
+    return false;
+  return !under_allowed_prefix(path, options);
+}
+
+struct SliceContext {
+  const std::string& file;
+  const std::string& blob;
+  const SliceReport& slice;
+  std::vector<Finding>& findings;
+
+  Finding& add(Rule rule, std::optional<uint64_t> offset) {
+    Finding finding;
+    finding.file = file;
+    finding.blob = blob;
+    finding.arch = slice.arch;
+    finding.rule = rule;
+    finding.slice_offset = slice.offset;
+    finding.offset = offset;
+    return findings.emplace_back(std::move(finding));
+  }
+
+  Finding& add(Rule rule, const DylibReport& dylib) {
+    Finding& finding = add(rule, dylib.command_offset);
+    finding.dylib = dylib.install_name;
+    finding.dylib_kind = dylib.kind;
+    finding.symbols = dylib.symbols;
+    finding.removable = dylib.removable;
+    finding.kept_because = dylib.removable ? "" : dylib.reason;
+    return finding;
+  }
+};
+
+void check_dylib(SliceContext& context, const DylibReport& dylib, const CheckOptions& options) {
+  const std::string& name = dylib.install_name;
+  bool weak = dylib.kind == dylib_kind_name(DylibKind::Weak);
+  if (dylib.removable) context.add(Rule::UnusedDependency, dylib);
+  if (!absolute_name_allowed(name, options)) context.add(Rule::AbsoluteInstallName, dylib);
+  if (options.declared && relative_name(name) && !weak && !any_matches(options.provided, name))
+    context.add(Rule::UnprovidedDependency, dylib);
+  if (const std::string* glob = first_match(options.required, name); glob && weak)
+    context.add(Rule::WeakRequiredDependency, dylib).glob = *glob;
+  if (const std::string* glob = first_match(options.forbidden, name))
+    context.add(Rule::ForbiddenDependency, dylib).glob = *glob;
+}
+
+// dyld (macOS 15 on) compares rpaths with a trailing slash ignored: "@loader_path"
+// and "@loader_path/" are duplicates.
+std::string without_trailing_slash(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  return path;
+}
+
+void check_rpaths(SliceContext& context, const CheckOptions& options) {
+  std::set<std::string> seen;
+  for (const RpathReport& rpath : context.slice.rpaths) {
+    if (machine_rpath(rpath.path, options)) context.add(Rule::AbsoluteRpath, rpath.command_offset).rpath = rpath.path;
+    if (!seen.insert(without_trailing_slash(rpath.path)).second) context.add(Rule::DuplicateRpath, rpath.command_offset).rpath = rpath.path;
+  }
+}
+
+void check_macho(const MachOReport& macho, const std::string& file, const std::string& blob,
+                 const CheckOptions& options, std::vector<Finding>& findings) {
+  for (const SliceReport& slice : macho.slices) {
+    SliceContext context{file, blob, slice, findings};
+    for (const DylibReport& dylib : slice.dylibs) check_dylib(context, dylib, options);
+    if (options.declared) check_rpaths(context, options);
+  }
 }
 
 std::string join(const std::vector<std::string>& items) {
   std::string out;
   for (const std::string& item : items) out += (out.empty() ? "" : ", ") + item;
   return out;
-}
-
-// How the load command ties the slice to the dylib, as a verb phrase.
-std::string dependency_phrase(const DylibReport& dylib) {
-  if (dylib.kind == "weak") return "weakly depends on " + dylib.install_name;
-  if (dylib.kind == "reexport") return "re-exports " + dylib.install_name;
-  if (dylib.kind == "upward") return "has an upward dependency on " + dylib.install_name;
-  return "depends on " + dylib.install_name;
-}
-
-std::string symbol_list(const std::vector<std::string>& symbols) {
-  constexpr size_t kShown = 5;
-  std::string list;
-  for (size_t i = 0; i < symbols.size() && i < kShown; ++i) list += (i ? ", " : "") + symbols[i];
-  if (symbols.size() > kShown) list += ", and " + std::to_string(symbols.size() - kShown) + " more";
-  return list;
-}
-
-// The forbidden dependency's finding: what removal would do, or why it is not the repair.
-std::string forbidden_message(const DylibReport& dylib, const std::string& glob) {
-  std::string message = dependency_phrase(dylib) + ", which --forbid '" + glob + "' forbids";
-  size_t count = dylib.symbols.size();
-  if (count)
-    return message + "; it is used (" + std::to_string(count) + (count == 1 ? " symbol: " : " symbols: ") +
-           symbol_list(dylib.symbols) + "), so removing it is not the repair: rebuild without it";
-  if (dylib.removable) return message + "; it supplies no symbol, and `machofix prune` removes it";
-  return message + "; it supplies no symbol, but prune keeps it (" + dylib.reason + ")";
-}
-
-void check_macho(const MachOReport& macho, const std::string& file, const std::string& blob,
-                 const CheckOptions& options, std::vector<Finding>& findings) {
-  for (const SliceReport& slice : macho.slices) {
-    for (const DylibReport& dylib : slice.dylibs) {
-      auto add = [&](const char* rule, std::string message) {
-        findings.push_back({file, blob, slice.arch, dylib.install_name, rule, std::move(message), dylib.symbols});
-      };
-      if (dylib.removable)
-        add("unused-dependency", dependency_phrase(dylib) + ", which supplies no symbol; `machofix prune` removes it");
-      if (!allowed(dylib.install_name, options))
-        add("absolute-install-name", dependency_phrase(dylib) +
-                                         ", an absolute path outside /usr/lib and /System/Library that users' machines will not have");
-      auto forbidding = std::find_if(options.forbidden.begin(), options.forbidden.end(),
-                                     [&](const std::string& glob) { return install_name_matches(glob, dylib.install_name); });
-      if (forbidding != options.forbidden.end()) add("forbidden-dependency", forbidden_message(dylib, *forbidding));
-    }
-  }
 }
 
 }  // namespace
@@ -82,6 +139,7 @@ std::vector<Finding> check_findings(const FileReport& report, const CheckOptions
     for (Finding finding : check_findings(member, options)) {
       finding.blob = finding.blob.empty() ? member.path : member.path + ": " + finding.blob;
       finding.file = report.path;
+      finding.offset.reset();  // an offset in the member, not in the archive
       findings.push_back(std::move(finding));
     }
   }

@@ -34,7 +34,7 @@ struct Dylib {
   uint32_t compatibility_version = 0;
 };
 
-// An LC_RPATH: a directory dyld tries for @rpath/ install names.
+// An LC_RPATH: a directory dyld searches for @rpath/ install names.
 struct Rpath {
   std::string path;
   size_t command_index = 0;  // into MachO::commands
@@ -90,8 +90,8 @@ struct MachO {
 
   std::vector<LoadCommand> commands;
   std::vector<Dylib> dylibs;  // dependent dylibs, ordinal = index + 1
+  std::vector<Rpath> rpaths;  // in load-command order, duplicates kept
   std::vector<Segment> segments;
-  std::vector<Rpath> rpaths;  // in load-command order
   std::optional<std::string> id_name;  // LC_ID_DYLIB
   std::optional<size_t> id_command;    // its index into commands
   Symtab symtab;

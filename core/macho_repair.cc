@@ -90,6 +90,7 @@ SliceReport describe_slice(const MachO& image, const SliceAnalysis& analysis, co
     dylib.install_name = use.dylib.install_name;
     dylib.kind = dylib_kind_name(use.dylib.kind);
     dylib.symbols = use.symbols;
+    dylib.command_offset = image.bytes.base() + image.commands[use.dylib.command_index].offset;
     for (ImportSource source : use.sources) dylib.sources.push_back(import_source_name(source));
     if (i < plan.decisions.size()) {  // `sign` describes the dylibs without a plan
       dylib.removable = plan.decisions[i].remove;
@@ -97,6 +98,8 @@ SliceReport describe_slice(const MachO& image, const SliceAnalysis& analysis, co
     }
     report.dylibs.push_back(std::move(dylib));
   }
+  for (const Rpath& rpath : image.rpaths)
+    report.rpaths.push_back({rpath.path, image.bytes.base() + image.commands[rpath.command_index].offset});
   report.signature = std::move(signature);
   report.loader_rules = check_loader_rules(image.bytes);
   return report;

@@ -30,6 +30,12 @@ struct DylibReport {
   bool removable = false;  // prune's plan removes it (inspect and dry runs report the plan)
   bool removed = false;    // removed from the rewritten file
   std::string reason;
+  uint64_t command_offset = 0;  // file offset of its load command (in the input)
+};
+
+struct RpathReport {
+  std::string path;
+  uint64_t command_offset = 0;  // file offset of the LC_RPATH (in the input)
 };
 
 struct SignatureReport {
@@ -53,6 +59,7 @@ struct SliceReport {
   std::vector<std::string> flags;  // two-level, flat-namespace, chained-fixups, dyld-info
   std::string install_name;        // LC_ID_DYLIB, if any
   std::vector<DylibReport> dylibs;
+  std::vector<RpathReport> rpaths;  // LC_RPATH in load-command order, duplicates kept
   size_t flat_lookup_imports = 0;
   std::vector<std::string> warnings;
   std::string left_unchanged_because;

@@ -15,6 +15,7 @@ or, for files already written, this file's function:
 or from a shell / CI job:
 
     python3 samples/export_step.py exports/ [--machofix build/machofix] [--forbid '*omp*']
+        [--contract machofix.toml] [--provided '@rpath/libomp.dylib']
 
 What it does: `machofix check` on the files. Clean: done. Findings: `machofix prune
 --in-place` (every unused dependency removed, signatures renewed, content-hash keys
@@ -23,6 +24,10 @@ renewed), then `check` again: what remains cannot be repaired by removing librar
 say) and fails the step. `--forbid GLOB` makes any dependency on a matching library
 a finding, used or not, under any install name (`--forbid '*omp*'`: no OpenMP
 runtime at all); an unused one is removed by the repair, a used one fails the step.
+A contract (`--contract FILE`, else a machofix.toml beside the models; README "The
+contract file") and `--provided GLOB` declare what the application ships, so that
+@rpath libraries it does not ship, build-machine rpaths and weak links to required
+libraries fail the step too.
 Errors fail it at once. Nothing here knows about Mach-O or
 .pte: machofix does the work.
 
@@ -63,17 +68,20 @@ def _findings(report):
 
 
 def repair_exported_models(paths, machofix_executable=None, allow_prefixes=(), keep=(), only=("*libomp*",),
-                           forbid=()):
+                           forbid=(), provided=(), contract=None):
     """Checks and repairs the given .pte/.ptd files or directories in place.
 
     `only` limits removals to libraries known to be spurious (PyTorch's libomp by
     default); pass () to remove every unused library. `forbid`: globs no dependency
-    may match, used or not. Returns a summary of what was done; raises
+    may match, used or not. `provided`: install names the application ships;
+    `contract`: a contract file (default: a machofix.toml found beside the models).
+    Returns a summary of what was done; raises
     ExportStepError when the models are not fit to ship.
     """
     tool = _tool(machofix_executable)
     policy = {"keep": list(keep), "only": list(only)}
-    gate = {"allow_prefix": list(allow_prefixes), "forbid": list(forbid), **policy}
+    gate = {"allow_prefix": list(allow_prefixes), "forbid": list(forbid), "provided": list(provided),
+            "contract": contract, **policy}
     try:
         first = tool.check(paths, **gate)
         if first.ok:
@@ -98,11 +106,14 @@ def main():
                         help="remove only unused libraries matching GLOB (default: *libomp*); --only '*' for all")
     parser.add_argument("--forbid", action="append", default=[],
                         help="no dependency may match GLOB, used or not (e.g. '*omp*'); repeatable")
+    parser.add_argument("--provided", action="append", default=[],
+                        help="the application ships libraries with install names matching GLOB; repeatable")
+    parser.add_argument("--contract", help="the contract file (default: a machofix.toml beside the models)")
     arguments = parser.parse_args()
     try:
         print(repair_exported_models(arguments.paths, arguments.machofix, arguments.allow_prefix, arguments.keep,
                                      arguments.only if arguments.only is not None else ("*libomp*",),
-                                     arguments.forbid), end="")
+                                     arguments.forbid, arguments.provided, arguments.contract), end="")
     except ExportStepError as error:
         print(f"export step: {error}", file=sys.stderr)
         return 1

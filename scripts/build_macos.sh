@@ -304,12 +304,12 @@ stage_host_headers() {
   local staged=$cache/host-headers
   rm -rf "$staged" && mkdir -p "$staged/include" "$staged/share/licenses"
   local dir
-  for dir in CLI spdlog fmt flatbuffers; do
+  for dir in CLI spdlog fmt flatbuffers toml++ nlohmann; do
     [ -d "/usr/include/$dir" ] || die "/usr/include/$dir is missing: run scripts/setup.sh first"
     cp -a "/usr/include/$dir" "$staged/include/"
   done
   local package
-  for package in libcli11-dev libspdlog-dev libfmt-dev libflatbuffers-dev; do
+  for package in libcli11-dev libspdlog-dev libfmt-dev libflatbuffers-dev libtomlplusplus-dev nlohmann-json3-dev; do
     cp "/usr/share/doc/$package/copyright" "$staged/share/licenses/$package.copyright"
   done
 }

@@ -11,8 +11,10 @@ samples/aoti_metal/build.sh "$out" build/tests/pte_writer
 
 step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
 step build/machofix inspect "$out/metal_model.pte"
-step build/machofix check "$out/metal_model.pte" || echo "(exit status $?: findings)"
+# check holds the model to the contract beside it (samples/aoti_metal/machofix.toml:
+# no OpenMP under any name, nothing at @rpath, Metal never weak-linked).
+step build/machofix check "$out/metal_model.pte" --sarif "$out/check.sarif" || echo "(exit status $?: findings)"
 step build/machofix prune "$out/metal_model.pte" -o "$out/metal_model.fixed.pte"
 step build/machofix inspect "$out/metal_model.fixed.pte"
-step build/machofix check "$out/metal_model.fixed.pte"
+step build/machofix check "$out/metal_model.fixed.pte" --contract samples/aoti_metal/machofix.toml
 step build/machofix verify "$out/metal_model.fixed.pte"

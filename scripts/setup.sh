@@ -18,6 +18,8 @@ debian_packages=(
   cmake ninja-build g++ pkg-config
   liblief-dev libcli11-dev libspdlog-dev doctest-dev
   libflatbuffers-dev flatbuffers-compiler libssl-dev
+  # header-only: the contract file's TOML parser, the SARIF report's JSON
+  libtomlplusplus-dev nlohmann-json3-dev
   # mbedTLS's static archives, for what the LIEF plugin needs of it
   libmbedtls-dev
   # libarchive, linked statically: the static archive of each library that
@@ -26,6 +28,8 @@ debian_packages=(
   # the tests: Mach-O files linked by LLVM's linker and read back by its tools, the
   # fuzzers and sanitizers (clang's runtimes), the test drivers
   clang-16 lld-16 llvm-16 libclang-rt-16-dev python3
+  # SARIF reports validated against the SARIF 2.1.0 JSON schema
+  python3-jsonschema
   # an XFS image on a loop device, where a .pte's output shares its input's blocks
   xfsprogs
   # the Python package's wheel, built with no package index and installed in a venv

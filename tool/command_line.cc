@@ -188,22 +188,48 @@ CLI::App* add_verify(CLI::App& app, HelpFormatter& help, Settings& settings) {
   return verify;
 }
 
+// Options of `check` that take one value each, repeatable: the words after it are paths.
+void add_globs(CLI::App* command, const char* name, std::vector<std::string>& values, const char* what,
+               const char* type = "GLOB") {
+  command->add_option(name, values, what)->type_name(type)->allow_extra_args(false);
+}
+
+const char* const kCheckRules =
+    "Rules (ids in every report): unused-dependency, absolute-install-name and forbidden-dependency always run. "
+    "absolute-rpath, duplicate-rpath, unprovided-dependency and weak-required-dependency run once the application "
+    "declares what it ships: a contract file, or --provided, --allowed-rpath or --required; without a declaration "
+    "there is nothing to hold an @rpath/ name or an rpath against, and check keeps its plain behaviour.\n\n"
+    "The contract file, machofix.toml (TOML; keys provided, allow_prefix, allowed_rpaths, forbid, required, each a "
+    "string or an array of strings), is --contract FILE, else the first machofix.toml in each model's directory or "
+    "one of its parents. The command line's values add to the file's. A malformed file or an unknown key is an "
+    "error (exit 2) naming the file, line and key.";
+
 CLI::App* add_check(CLI::App& app, HelpFormatter& help, Settings& settings) {
   CLI::App* check = add_command(
-      app, help, "check", "CI gate: exit 1 if any dependency supplies no symbol or has an absolute install name outside the system",
+      app, help, "check", "CI gate: exit 1 if a dependency or rpath breaks a rule of portability (or of the contract)",
       "PATH... [OPTIONS]");
   add_paths(check, settings, "Mach-O, .pte or .ptd files, archives of them, or directories");
-  check->add_option("--allow-prefix", settings.check.allowed_prefixes, "also accept absolute install names under PREFIX; repeatable")
-      ->type_name("PREFIX")
-      ->allow_extra_args(false);  // one PREFIX per option: the words after it are paths
-  check->add_option("--forbid", settings.check.forbidden,
-                    "a dependency whose install name (or its last component) matches GLOB is a finding, used or not, "
-                    "e.g. '*omp*'; repeatable")
-      ->type_name("GLOB")
-      ->allow_extra_args(false);
+  add_globs(check, "--allow-prefix", settings.check.allowed_prefixes,
+            "also accept absolute install names and rpaths under PREFIX; repeatable", "PREFIX");
+  add_globs(check, "--forbid", settings.check.forbidden,
+            "a dependency whose install name (or its last component) matches GLOB is a finding, used or not, "
+            "e.g. '*omp*'; repeatable");
+  add_globs(check, "--provided", settings.check.provided,
+            "the application ships libraries with install names matching GLOB, e.g. '@rpath/libomp.dylib'; repeatable");
+  add_globs(check, "--allowed-rpath", settings.check.allowed_rpaths,
+            "accept LC_RPATH entries matching GLOB (the whole path), e.g. '/opt/myapp/lib'; repeatable");
+  add_globs(check, "--required", settings.check.required,
+            "libraries matching GLOB must be present at load: a weak link to them is a finding; repeatable");
+  check->add_option("--contract", settings.contract, "the contract file (TOML) to hold the models to, instead of "
+                                                     "a machofix.toml found beside them")
+      ->type_name("FILE");
+  check->add_flag("--no-contract", settings.no_contract, "read no contract file");
+  check->add_option("--sarif", settings.sarif, "also write the findings as SARIF 2.1.0 to FILE (- for stdout)")
+      ->type_name("FILE");
   add_json(check, settings);
   add_jobs(check, settings);
   add_policy(check, settings);
+  add_note(check, kCheckRules);
   return check;
 }
 

@@ -19,7 +19,10 @@ constexpr int kExitError = 2;
 struct Settings {
   std::vector<std::string> paths;
   JobOptions job;
-  CheckOptions check;
+  CheckOptions check;            // the command line's declarations (check)
+  std::string contract;          // check --contract FILE; "" looks for one beside each model
+  bool no_contract = false;      // check --no-contract: none read
+  std::string sarif;             // check --sarif FILE
   std::string json;  // "" no JSON, "-" stdout, else a file
   std::string help_topic;  // `machofix help COMMAND`
   unsigned jobs = std::max(1u, std::thread::hardware_concurrency());

@@ -9,15 +9,20 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <optional>
 
 #include "core/batch.h"
 #include "core/check.h"
+#include "core/contract.h"
+#include "core/error.h"
 #include "core/file_io.h"
 #include "core/job.h"
 #include "tool/command_line.h"
 #include "tool/main.h"
 #include "tool/progress.h"
 #include "tool/report.h"
+#include "tool/sarif.h"
 
 namespace machofix::cli {
 
@@ -27,9 +32,9 @@ bool json_to_stdout(const Settings& settings) { return settings.json == "-"; }
 
 // Writes the JSON report where --json asked; false (after an error message) if it could not.
 bool emit_json(const Settings& settings, const std::string& command, const std::vector<FileReport>& reports,
-               const std::vector<Finding>* findings) {
+               const std::vector<Finding>* findings, const std::vector<std::string>* contracts = nullptr) {
   if (settings.json.empty()) return true;
-  std::string document = json_document(command, reports, summarize(reports), findings);
+  std::string document = json_document(command, reports, summarize(reports), findings, contracts);
   if (json_to_stdout(settings)) {
     std::cout << document;
     return true;
@@ -165,20 +170,107 @@ int run_verify(const Settings& settings) {
   return invalid ? kExitFindings : kExitOk;
 }
 
-int run_check(const Settings& settings) {
-  Outcome outcome = run_all(settings, Operation::Inspect, /*gate=*/true);
+// The contracts that apply to the files checked: --contract's for all, else the
+// machofix.toml found beside each file (core/contract.h), read once each.
+class Contracts {
+ public:
+  explicit Contracts(const Settings& settings) : settings_(settings) {
+    extra_ = settings.check;
+    extra_.declared = !extra_.provided.empty() || !extra_.allowed_rpaths.empty() || !extra_.required.empty();
+  }
+
+  // What `path` is held to: its contract and the command line's declarations. Throws
+  // Error for a contract file that cannot be read or is malformed.
+  CheckOptions for_file(const std::string& path) {
+    std::optional<std::string> file;
+    if (!settings_.contract.empty()) file = settings_.contract;
+    else if (!settings_.no_contract) file = find_contract(path);
+    if (!file) return extra_;
+    auto [known, added] = read_.try_emplace(*file);
+    if (added) {
+      known->second = combined(read_contract(*file), extra_);
+      used_.push_back(*file);
+    }
+    return known->second;
+  }
+
+  const std::vector<std::string>& used() const { return used_; }
+
+ private:
+  const Settings& settings_;
+  CheckOptions extra_;
+  std::map<std::string, CheckOptions> read_;
+  std::vector<std::string> used_;
+};
+
+bool write_text_file(const std::string& path, const std::string& text, const char* what) {
+  if (path == "-") {
+    std::cout << text;
+    return true;
+  }
+  try {
+    write_file_atomically(path, std::vector<uint8_t>(text.begin(), text.end()), 0644, /*durable=*/false);
+    return true;
+  } catch (const Error& error) {
+    spdlog::error("cannot write the {} to {}: {}", what, path, error.describe());
+    return false;
+  }
+}
+
+bool check_options_usable(const Settings& settings) {
+  if (!settings.contract.empty() && settings.no_contract) {
+    spdlog::error("--contract and --no-contract contradict each other: give one");
+    return false;
+  }
+  if (settings.sarif == "-" && json_to_stdout(settings)) {
+    spdlog::error("--sarif - and --json - both want standard output: give one of them a file");
+    return false;
+  }
+  return true;
+}
+
+// The findings of every file, each held to its contract; nullopt (after an error
+// message) when a contract file is malformed: a gate must not pass on a broken one.
+std::optional<std::vector<Finding>> all_findings(const std::vector<FileReport>& reports, Contracts& contracts) {
   std::vector<Finding> findings;
-  for (const FileReport& report : outcome.reports) {
-    std::vector<Finding> found = check_findings(report, settings.check);
-    findings.insert(findings.end(), found.begin(), found.end());
+  try {
+    for (const FileReport& report : reports) {
+      if (report.status == "failed" || report.status == "skipped") continue;
+      std::vector<Finding> found = check_findings(report, contracts.for_file(report.path));
+      findings.insert(findings.end(), found.begin(), found.end());
+    }
+  } catch (const Error& error) {
+    spdlog::error("{}", error.describe());
+    return std::nullopt;
   }
-  if (!json_to_stdout(settings)) {
-    for (const Finding& finding : findings) std::cout << finding_line(finding) << "\n";
-    if (!settings.quiet) std::cout << check_summary(outcome.reports, findings) << "\n";
+  return findings;
+}
+
+int run_check(const Settings& settings) {
+  if (!check_options_usable(settings)) return kExitError;
+  Contracts contracts(settings);
+  if (!settings.contract.empty()) {  // a named contract is read before any model
+    try {
+      contracts.for_file(settings.contract);
+    } catch (const Error& error) {
+      spdlog::error("{}", error.describe());
+      return kExitError;
+    }
   }
-  bool written = emit_json(settings, "check", outcome.reports, &findings);
+  Outcome outcome = run_all(settings, Operation::Inspect, /*gate=*/true);
+  std::optional<std::vector<Finding>> findings = all_findings(outcome.reports, contracts);
+  if (!findings) return kExitError;
+  if (!json_to_stdout(settings) && settings.sarif != "-") {
+    for (const Finding& finding : *findings) std::cout << finding_line(finding) << "\n";
+    if (!settings.quiet) {
+      for (const std::string& contract : contracts.used()) std::cout << "machofix check: contract " << contract << "\n";
+      std::cout << check_summary(outcome.reports, *findings) << "\n";
+    }
+  }
+  bool written = emit_json(settings, "check", outcome.reports, &*findings, &contracts.used());
+  if (!settings.sarif.empty()) written &= write_text_file(settings.sarif, sarif_document(*findings, contracts.used()), "SARIF report");
   if (outcome.status(written) != kExitOk || outcome.input_without_models) return kExitError;
-  return findings.empty() ? kExitOk : kExitFindings;
+  return findings->empty() ? kExitOk : kExitFindings;
 }
 
 void configure_logging() {

@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "tool/rules.h"
+
 namespace machofix::cli {
 
 namespace {
@@ -159,10 +161,12 @@ std::string summary_line(const BatchSummary& summary, bool dry_run) {
 
 std::string finding_line(const Finding& finding) {
   std::string where = finding.file + (finding.blob.empty() ? "" : ": " + finding.blob) + ": " + finding.arch;
-  std::string line = where + ": error: " + finding.message + " [" + finding.rule + "]";
+  std::string message = finding_message(finding);
+  std::string line = where + ": error: " + message + " [" + rule_id(finding.rule) + "]";
+  if (std::string repair = repair_command(finding); !repair.empty()) line += "\n  repair: " + repair;
   // GitHub Actions turns this into an annotation on the file.
   if (const char* actions = std::getenv("GITHUB_ACTIONS"); actions && std::string(actions) == "true")
-    line += "\n::error file=" + finding.file + ",title=machofix " + finding.rule + "::" + finding.message;
+    line += "\n::error file=" + finding.file + ",title=machofix " + rule_id(finding.rule) + "::" + message;
   return line;
 }
 
@@ -221,6 +225,7 @@ void json_dylib(Json& json, const DylibReport& dylib) {
   json.field("removable", dylib.removable);
   json.field("removed", dylib.removed);
   json.field("reason", dylib.reason);
+  json.field("command_offset", dylib.command_offset);
   json.end_object();
 }
 
@@ -234,6 +239,10 @@ void json_slice(Json& json, const SliceReport& slice) {
   json.key("flags").strings(slice.flags);
   json.key("dylibs").begin_array();
   for (const DylibReport& dylib : slice.dylibs) json_dylib(json, dylib);
+  json.end_array();
+  json.key("rpaths").begin_array();
+  for (const RpathReport& rpath : slice.rpaths)
+    json.begin_object().field("path", rpath.path).field("command_offset", rpath.command_offset).end_object();
   json.end_array();
   json.field("flat_lookup_imports", static_cast<uint64_t>(slice.flat_lookup_imports));
   json.key("warnings").strings(slice.warnings);
@@ -384,10 +393,16 @@ void json_findings(Json& json, const std::vector<Finding>& findings) {
     json.field("blob", finding.blob);
     json.field("arch", finding.arch);
     json.field("dylib", finding.dylib);
-    json.field("rule", finding.rule);
-    json.field("message", finding.message);
+    json.field("rpath", finding.rpath);
+    json.field("rule", rule_id(finding.rule));
+    json.field("message", finding_message(finding));
+    json.field("reason", rule_reason(finding.rule));
+    json.field("repair", repair_command(finding));
     json.field("used", !finding.symbols.empty());
     json.key("symbols").strings(finding.symbols);
+    json.key("offset");
+    if (finding.offset) json.value(*finding.offset);
+    else json.null();
     json.end_object();
   }
   json.end_array();
@@ -396,7 +411,7 @@ void json_findings(Json& json, const std::vector<Finding>& findings) {
 }  // namespace
 
 std::string json_document(const std::string& command, const std::vector<FileReport>& reports, const BatchSummary& summary,
-                          const std::vector<Finding>* findings) {
+                          const std::vector<Finding>* findings, const std::vector<std::string>* contracts) {
   Json json;
   json.begin_object();
   json.field("schema", "machofix-report");
@@ -412,6 +427,7 @@ std::string json_document(const std::string& command, const std::vector<FileRepo
     json.key("findings");
     json_findings(json, *findings);
   }
+  if (contracts) json.key("contracts").strings(*contracts);
   json.end_object();
   return json.text() + "\n";
 }

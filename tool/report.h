@@ -20,6 +20,6 @@ std::string finding_line(const Finding& finding);
 std::string check_summary(const std::vector<FileReport>& reports, const std::vector<Finding>& findings);
 
 std::string json_document(const std::string& command, const std::vector<FileReport>& reports, const BatchSummary& summary,
-                          const std::vector<Finding>* findings);
+                          const std::vector<Finding>* findings, const std::vector<std::string>* contracts = nullptr);
 
 }  // namespace machofix::cli

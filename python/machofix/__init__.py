@@ -13,7 +13,8 @@ from ._api import Globs, Machofix, Paths, check, inspect, prune, repair_bytes, s
 from ._error import MachofixError
 from ._executable import find_executable
 from ._report import (BlobReport, DelegateReport, DylibReport, FileReport, Finding, KeyRenewal, LoaderRuleViolation,
-                      MachOReport, NamedDataReport, PteReport, Report, SignatureReport, SliceReport, Summary)
+                      MachOReport, NamedDataReport, PteReport, Report, RpathReport, SignatureReport, SliceReport,
+                      Summary)
 
 try:
     from importlib.metadata import version as _version
@@ -26,5 +27,5 @@ __all__ = [
     "inspect", "check", "verify", "prune", "sign", "repair_bytes", "Machofix", "MachofixError", "find_executable",
     "Report", "FileReport", "MachOReport", "SliceReport", "DylibReport", "SignatureReport", "PteReport",
     "DelegateReport", "NamedDataReport", "BlobReport", "KeyRenewal", "Summary", "Finding", "Paths", "Globs",
-    "LoaderRuleViolation",
+    "LoaderRuleViolation", "RpathReport",
 ]

@@ -103,12 +103,22 @@ class Machofix:
         options = _repeated("--keep", keep) + _repeated("--only", only) + _valued("--jobs", jobs)
         return self._report("inspect", options, paths, (0,))
 
-    def check(self, paths: Paths, *, allow_prefix: Optional[Globs] = None, forbid: Optional[Globs] = None,
+    def check(self, paths: Paths, *, provided: Optional[Globs] = None, allow_prefix: Optional[Globs] = None,
+              forbid: Optional[Globs] = None, allowed_rpath: Optional[Globs] = None, required: Optional[Globs] = None,
+              contract: Optional[PathLike] = None, no_contract: bool = False, sarif: Optional[PathLike] = None,
               keep: Optional[Globs] = None, only: Optional[Globs] = None, jobs: Optional[int] = None) -> Report:
         """The CI gate. Findings are a result (`report.findings`, `report.ok` false),
-        not an error: only machofix's errors (exit 2) raise. `forbid`: globs no
-        dependency may match (install name or its last component), used or not."""
-        options = (_repeated("--allow-prefix", allow_prefix) + _repeated("--forbid", forbid) + _repeated("--keep", keep) +
+        not an error: only machofix's errors (exit 2, a malformed contract file
+        included) raise. `forbid`: globs no dependency may match (install name or its
+        last component), used or not. `provided`: install names the application
+        ships; `allowed_rpath`: LC_RPATH values it accepts; `required`: libraries that
+        must not be weak-linked. `contract`: a contract file (TOML) instead of the
+        machofix.toml found beside the models; `no_contract`: read none. `sarif`:
+        also write the findings as SARIF 2.1.0 to that file."""
+        options = (_repeated("--provided", provided) + _repeated("--allow-prefix", allow_prefix) +
+                   _repeated("--forbid", forbid) + _repeated("--allowed-rpath", allowed_rpath) +
+                   _repeated("--required", required) + _valued("--contract", contract) +
+                   _flag("--no-contract", no_contract) + _valued("--sarif", sarif) + _repeated("--keep", keep) +
                    _repeated("--only", only))
         return self._report("check", options + _valued("--jobs", jobs), paths, (0, 1))
 
@@ -160,9 +170,13 @@ def inspect(paths: Paths, *, keep: Optional[Globs] = None, only: Optional[Globs]
     return _default.inspect(paths, keep=keep, only=only, jobs=jobs)
 
 
-def check(paths: Paths, *, allow_prefix: Optional[Globs] = None, forbid: Optional[Globs] = None,
+def check(paths: Paths, *, provided: Optional[Globs] = None, allow_prefix: Optional[Globs] = None,
+          forbid: Optional[Globs] = None, allowed_rpath: Optional[Globs] = None, required: Optional[Globs] = None,
+          contract: Optional[PathLike] = None, no_contract: bool = False, sarif: Optional[PathLike] = None,
           keep: Optional[Globs] = None, only: Optional[Globs] = None, jobs: Optional[int] = None) -> Report:
-    return _default.check(paths, allow_prefix=allow_prefix, forbid=forbid, keep=keep, only=only, jobs=jobs)
+    return _default.check(paths, provided=provided, allow_prefix=allow_prefix, forbid=forbid,
+                          allowed_rpath=allowed_rpath, required=required, contract=contract, no_contract=no_contract,
+                          sarif=sarif, keep=keep, only=only, jobs=jobs)
 
 
 def verify(paths: Paths, *, jobs: Optional[int] = None) -> Report:

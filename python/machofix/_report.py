@@ -38,6 +38,13 @@ class DylibReport:
     removable: bool  # prune removes it (with the same --keep/--only)
     removed: bool  # removed from the file written (never in inspect, check, verify or a dry run)
     reason: str
+    command_offset: int = 0  # file offset of its load command in the input
+
+
+@dataclass(frozen=True)
+class RpathReport:
+    path: str
+    command_offset: int  # file offset of the LC_RPATH in the input
 
 
 @dataclass(frozen=True)
@@ -73,6 +80,7 @@ class SliceReport:
     signature_after: Optional[SignatureReport]
     loader_rules: List[LoaderRuleViolation] = field(default_factory=list)  # the loader rules it breaks
     edits: List[EditRecord] = field(default_factory=list)  # `machofix edit` only; empty for the other commands
+    rpaths: List[RpathReport] = field(default_factory=list)  # LC_RPATH in load-command order
 
 
 @dataclass(frozen=True)
@@ -176,10 +184,17 @@ class Finding:
     blob: str
     arch: str
     dylib: str
-    rule: str  # "unused-dependency", "absolute-install-name", "forbidden-dependency"
+    # "unused-dependency", "absolute-install-name", "forbidden-dependency" (always);
+    # "absolute-rpath", "duplicate-rpath", "unprovided-dependency",
+    # "weak-required-dependency" (once a contract declares what the application ships)
+    rule: str
     message: str
     used: bool = False  # the dylib supplies symbols to the slice: removing it is not the repair
     symbols: List[str] = field(default_factory=list)  # which
+    rpath: str = ""  # the LC_RPATH's path (rpath rules)
+    reason: str = ""  # the rule's one-line reason
+    repair: str = ""  # the machofix command that repairs it, "" when none does
+    offset: Optional[int] = None  # file offset of the load command, where known
 
 
 @dataclass(frozen=True)
@@ -193,6 +208,7 @@ class Report:
     files: List[FileReport]
     summary: Summary
     findings: List[Finding] = field(default_factory=list)  # check only
+    contracts: List[str] = field(default_factory=list)  # check only: the contract files read
     # Not in the JSON: 1 when `check` found something or `verify` an invalid slice.
     exit_status: int = 0
 

@@ -4,6 +4,8 @@
 #                      (-undefined dynamic_lookup, libomp linked but unused, ad hoc linker-signed)
 #   metal_model.pte    an ExecuTorch program storing it the way the Metal backend
 #                      does (1.4+ content-hash keys, "so_key\nweights_key" payload)
+#   machofix.toml      the application's portability contract, beside the model, where
+#                      `machofix check` finds it
 #
 #   samples/aoti_metal/build.sh OUTDIR PTE_WRITER
 # PTE_WRITER is the test writer built by CMake (build/tests/pte_writer).
@@ -20,3 +22,4 @@ ld64.lld-16 -arch arm64 -platform_version macos 11.0 11.0 -dylib -undefined dyna
   "$here/stubs/libSystem.tbd" "$here/stubs/libomp.tbd" "$here/stubs/libcxx.tbd" \
   "$here/stubs/libobjc.tbd" "$here/stubs/Metal.tbd" -o "$out/model.so"
 "$writer" wrap "$out/model.so" "$out/metal_model.pte" hash
+cp "$here/machofix.toml" "$out/machofix.toml"

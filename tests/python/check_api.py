@@ -271,6 +271,42 @@ def check_typing():
         "Finding", "Summary", "LoaderRuleViolation")), "the report types are dataclasses")
 
 
+def check_contract(fixtures, work):
+    """check(provided=, allowed_rpath=, required=, forbid=, contract=, no_contract=, sarif=) as issue 17 asks:
+    the command line's findings, a contract found beside the model, a malformed one raising."""
+    rpaths = os.path.join(fixtures, "contract_rpaths_arm64_chained.in")
+    weak = os.path.join(fixtures, "contract_weak_x86_64_dyldinfo.in")
+    directory = os.path.join(work, "contract")
+    os.makedirs(directory)
+    contract = os.path.join(directory, "machofix.toml")
+    with open(contract, "w") as handle:
+        handle.write('provided = ["@rpath/libomp.dylib"]\nrequired = "libomp.dylib"\n')
+    compare(lambda: machofix.check([rpaths, weak], provided="@rpath/libfoo.dylib", contract=contract),
+            ("check", "--json", "-", "--provided", "@rpath/libfoo.dylib", "--contract", contract, rpaths, weak),
+            "check(provided=, contract=): the rpath and weak-required findings")
+    compare(lambda: machofix.check(rpaths, provided=["@rpath/*"], allowed_rpath="/opt/llvm-openmp/*",
+                                   required=["libomp.dylib"], forbid="*omp*", allow_prefix="/opt/"),
+            ("check", "--json", "-", "--provided", "@rpath/*", "--allowed-rpath", "/opt/llvm-openmp/*", "--required",
+             "libomp.dylib", "--forbid", "*omp*", "--allow-prefix", "/opt/", rpaths),
+            "check(provided=, allowed_rpath=, required=, forbid=, allow_prefix=)")
+    beside = os.path.join(directory, "model.dylib")
+    shutil.copyfile(rpaths, beside)
+    report = machofix.check(beside)
+    expect(report.contracts == [contract] and sorted(f.rule for f in report.findings) ==
+           ["absolute-rpath", "duplicate-rpath", "unprovided-dependency"]
+           and all(f.reason for f in report.findings) and report.findings[1].repair.startswith("machofix edit ")
+           and report.findings[1].offset, "check(model) reads the machofix.toml beside it; findings carry reason, repair, offset")
+    expect(machofix.check(beside, no_contract=True).ok, "check(no_contract=True): none read, no finding")
+    sarif = os.path.join(directory, "out.sarif")
+    machofix.check(beside, sarif=sarif)
+    with open(sarif) as handle:
+        expect(len(json.load(handle)["runs"][0]["results"]) == 3, "check(sarif=) writes the SARIF file")
+    with open(contract, "w") as handle:
+        handle.write('provided = ["@rpath/libomp.dylib"]\nrequird = "libomp.dylib"\n')
+    raises(lambda: machofix.check(beside), 2, "line 2, column 1: unknown key 'requird'",
+           "check() with a misspelt key in the contract")
+
+
 def main():
     global MACHOFIX
     MACHOFIX, pte_writer, fixtures, work = [os.path.abspath(a) for a in sys.argv[1:5]]
@@ -286,6 +322,7 @@ def main():
     check_errors(models[0], fixtures, work)
     check_invalid_signature(fixtures, work)
     check_loader_rules(fixtures, work)
+    check_contract(fixtures, work)
     print(f"{len(FAILURES)} failures (check_api)")
     return 1 if FAILURES else 0
 

@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""`check --sarif FILE`: SARIF 2.1.0 that validates against the format's JSON schema and
+says what `check --json` says.
+
+The schema is the SARIF 2.1.0 JSON schema as published (sarif-2.1.0-rtm.5.json),
+carried by the npm package @microsoft/jest-sarif (pinned with its integrity), fetched
+with `npm pack` into a cache outside the repository ($MACHOFIX_CACHE/../sarif-schema,
+else ~/.cache/machofix/sarif-schema) and validated with Debian's python3-jsonschema.
+Exit 77 (skipped) only when the registry cannot be reached and nothing is cached.
+
+For fixtures with every rule's finding (unused and absolute libomp, a forbidden one,
+absolute and repeated rpaths, an unprovided @rpath library, a weak link to a required
+one), thin, universal and inside a .pte: the document validates; the driver lists every
+rule with its reason and repair; each result equals a --json finding (rule, message,
+file relative to the current directory, byte offset of the load command, blob and
+slice, repair); no finding, no result; --sarif - on stdout; a file it cannot write: exit 2.
+Usage: test_sarif.py MACHOFIX PTE_WRITER FIXTURE_DIR WORK_DIR
+"""
+import hashlib
+import base64
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+
+try:
+    import jsonschema
+except ImportError:  # pyenv's Python: Debian's has python3-jsonschema
+    if sys.executable != "/usr/bin/python3" and os.path.exists("/usr/bin/python3"):
+        os.execv("/usr/bin/python3", ["/usr/bin/python3", *sys.argv])
+    raise
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "corpus"))
+from fetch_corpus import classify_npm_failure  # noqa: E402
+
+SCHEMA_PACKAGE = "@microsoft/jest-sarif@1.0.0-beta.0"
+SCHEMA_INTEGRITY = ("sha512-A1fOhPd6Ic5iDk4F9YPw1qNB4XF+7+IviR7xl8r2F6QzQkx5cpY9LsGk2rExiFIEcBbjpVnSmwWGBukASkiQ9A==")
+SCHEMA_MEMBER = "package/lib/schemas/sarif-2.1.0-rtm.5.json"
+SKIP = 77
+
+failures = []
+
+
+def expect(condition, what, detail=""):
+    print(("ok   " if condition else "FAIL ") + what, flush=True)
+    if not condition:
+        failures.append(what + (f"\n    {detail}" if detail else ""))
+
+
+def cache_dir():
+    corpus = os.environ.get("MACHOFIX_CACHE")
+    base = os.path.dirname(os.path.abspath(corpus)) if corpus else os.path.join(os.path.expanduser("~"), ".cache",
+                                                                                "machofix")
+    return os.path.join(base, "sarif-schema")
+
+
+def sri_sha512(data):
+    return "sha512-" + base64.b64encode(hashlib.sha512(data).digest()).decode()
+
+
+def schema():
+    """The SARIF 2.1.0 schema, from the cache or fetched; None if the registry is unreachable."""
+    cache = cache_dir()
+    cached = os.path.join(cache, "sarif-2.1.0-rtm.5.json")
+    if os.path.exists(cached):
+        with open(cached) as handle:
+            return json.load(handle)
+    os.makedirs(cache, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache) as scratch:
+        result = subprocess.run(["npm", "pack", SCHEMA_PACKAGE, "--pack-destination", scratch, "--ignore-scripts",
+                                 "--loglevel=error", "--fetch-retries=1"], capture_output=True, text=True,
+                                timeout=300, cwd=scratch)
+        if result.returncode != 0:
+            kind, reason = classify_npm_failure(result.stdout + result.stderr)
+            if kind == "unreachable":
+                print(f"SKIP: npm registry unreachable: {reason}")
+                return None
+            raise SystemExit(f"npm pack {SCHEMA_PACKAGE} failed: {reason}")
+        [tarball] = [name for name in os.listdir(scratch) if name.endswith(".tgz")]
+        with open(os.path.join(scratch, tarball), "rb") as handle:
+            data = handle.read()
+        if sri_sha512(data) != SCHEMA_INTEGRITY:
+            raise SystemExit(f"{SCHEMA_PACKAGE}: integrity {sri_sha512(data)}, pinned {SCHEMA_INTEGRITY}")
+        with tarfile.open(os.path.join(scratch, tarball)) as archive:
+            text = archive.extractfile(SCHEMA_MEMBER).read()
+        with open(os.path.join(scratch, "schema.json"), "wb") as handle:
+            handle.write(text)
+        os.replace(os.path.join(scratch, "schema.json"), cached)
+    return json.loads(text)
+
+
+def run(*args, cwd=None):
+    return subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+def write(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as handle:
+        handle.write(text)
+    return path
+
+
+def both_reports(machofix, work, inputs, *options):
+    """(exit status, SARIF document, --json findings) of one check run, from `work`."""
+    sarif = os.path.join(work, "out.sarif")
+    result = run(machofix, "check", "--json", "-", "--sarif", sarif, *options, "--", *inputs, cwd=work)
+    with open(sarif) as handle:
+        document = json.load(handle)
+    return result.returncode, document, json.loads(result.stdout)["findings"]
+
+
+def as_result(finding):
+    """What the SARIF result for a --json finding must say."""
+    location = {"physicalLocation": {"artifactLocation": {"uri": finding["file"], "uriBaseId": "%SRCROOT%"}},
+                "logicalLocations": [{"name": finding["arch"],
+                                      "fullyQualifiedName": (finding["blob"] + "/" if finding["blob"] else "")
+                                      + finding["arch"], "kind": "module"}]}
+    if finding["offset"] is not None:
+        location["physicalLocation"]["region"] = {"byteOffset": finding["offset"]}
+    message = finding["message"] + (f". Repair: {finding['repair']}" if finding["repair"] else "")
+    return {"ruleId": finding["rule"], "level": "error", "message": {"text": message}, "locations": [location],
+            "repair": finding["repair"], "dylib": finding["dylib"], "rpath": finding["rpath"],
+            "symbols": finding["symbols"]}
+
+
+def result_view(result):
+    properties = result.get("properties", {})
+    return {"ruleId": result["ruleId"], "level": result["level"], "message": result["message"],
+            "locations": result["locations"], "repair": properties.get("repair"), "dylib": properties.get("dylib"),
+            "rpath": properties.get("rpath"), "symbols": properties.get("symbols")}
+
+
+def main(argv):
+    machofix, pte_writer, fixtures, work = [os.path.abspath(a) for a in argv[1:5]]
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    work = os.path.realpath(work)
+    sarif_schema = schema()
+    if sarif_schema is None:
+        return SKIP
+    validator_class = jsonschema.validators.validator_for(sarif_schema)  # the schema says draft-04
+    validator_class.check_schema(sarif_schema)
+    validator = validator_class(sarif_schema)
+
+    models = os.path.join(work, "models")
+    os.makedirs(models)
+    for name in ("aoti_metal_arm64_chained.in", "contract_rpaths_arm64_chained.in", "contract_weak_x86_64_dyldinfo.in",
+                 "universal_fat_dyldinfo.in", "all_used_arm64_chained.in", "contract_clean_arm64_chained.in"):
+        shutil.copyfile(os.path.join(fixtures, name), os.path.join(models, name))
+    subprocess.run([pte_writer, "wrap", os.path.join(fixtures, "contract_rpaths_arm64_chained.in"),
+                    os.path.join(models, "model.pte"), "hash"], check=True)
+    write(os.path.join(models, "machofix.toml"), 'provided = "@rpath/libomp.dylib"\nrequired = "libomp.dylib"\n'
+          'forbid = "*omp*"\n')
+    inputs = sorted(os.path.join("models", name) for name in os.listdir(models) if not name.endswith(".toml"))
+
+    status, document, findings = both_reports(machofix, work, inputs)
+    errors = sorted(validator.iter_errors(document), key=lambda error: list(error.path))
+    expect(not errors, "the SARIF document validates against the SARIF 2.1.0 schema",
+           "; ".join(f"{list(e.path)}: {e.message}" for e in errors[:5]))
+    expect(document.get("version") == "2.1.0" and len(document.get("runs", [])) == 1, "version 2.1.0, one run")
+    spoiled = json.loads(json.dumps(document))
+    spoiled["runs"][0]["results"][0]["level"] = "fatal"
+    del spoiled["runs"][0]["tool"]["driver"]["name"]
+    expect(len(list(validator.iter_errors(spoiled))) == 2,
+           "the validator refuses a document with an unknown level and a driver without a name")
+    run_ = document["runs"][0]
+    driver = run_["tool"]["driver"]
+    ids = [rule["id"] for rule in driver["rules"]]
+    expect(ids == ["unused-dependency", "absolute-install-name", "absolute-rpath", "duplicate-rpath",
+                   "unprovided-dependency", "weak-required-dependency", "forbidden-dependency"]
+           and all(rule["shortDescription"]["text"] and rule["help"]["text"] for rule in driver["rules"]),
+           "the driver lists the seven rules, each with its reason and help", str(ids))
+    expect(driver["name"] == "machofix" and run_["originalUriBaseIds"]["%SRCROOT%"]["uri"] == f"file://{work}/",
+           "the driver is machofix; %SRCROOT% is the current directory")
+    rules_found = {finding["rule"] for finding in findings}
+    expect(status == 1 and rules_found == set(ids), "every rule has a finding in this set of models",
+           str(sorted(rules_found)))
+    results = run_["results"]
+    expect([result_view(r) for r in results] == [as_result(f) for f in findings] and len(results) == len(findings),
+           f"the {len(results)} results are the --json findings: rule, message, repair, file, offset, blob and slice",
+           json.dumps([result_view(r) for r in results][:2])[:600] + " vs " +
+           json.dumps([as_result(f) for f in findings][:2])[:600])
+    expect(all(driver["rules"][r["ruleIndex"]]["id"] == r["ruleId"] for r in results), "each ruleIndex names its rule")
+    forbidden = [r for r in results if r["ruleId"] == "forbidden-dependency"]
+    expect(forbidden and any(r["properties"]["used"] for r in forbidden)
+           and any(not r["properties"]["used"] for r in forbidden),
+           "forbidden-dependency is in the SARIF too, used and unused (issue 18)")
+    in_pte = [r for r in results if r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "models/model.pte"]
+    expect(in_pte and all(r["locations"][0]["logicalLocations"][0]["fullyQualifiedName"].endswith("_so_blob/arm64")
+                          for r in in_pte), "inside a .pte: the logical location names the blob key and the slice")
+    universal = [r for r in results if "universal" in r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]]
+    expect({r["locations"][0]["logicalLocations"][0]["name"] for r in universal} == {"arm64", "x86_64"},
+           "a universal file: one logical location per slice")
+
+    status, document, findings = both_reports(machofix, work,
+                                              [os.path.join("models", "contract_clean_arm64_chained.in")], "--no-contract")
+    expect(status == 0 and findings == [] and document["runs"][0]["results"] == []
+           and not list(validator.iter_errors(document)), "no finding: a valid document with no result")
+
+    outside = run(machofix, "check", "--sarif", "-", "--contract", os.path.join(models, "machofix.toml"),
+                  os.path.join(models, "contract_rpaths_arm64_chained.in"), cwd="/")
+    document = json.loads(outside.stdout) if outside.stdout.startswith("{") else {}
+    uris = [r["locations"][0]["physicalLocation"]["artifactLocation"] for r in document.get("runs", [{}])[0].get(
+        "results", [])]
+    expect(outside.returncode == 1 and uris and all(u.get("uriBaseId") == "%SRCROOT%" and not u["uri"].startswith("/")
+                                                    for u in uris) and not list(validator.iter_errors(document)),
+           "--sarif - writes the document to stdout (no text report mixed in)", outside.stdout[:300])
+    elsewhere = run(machofix, "check", "--sarif", "-", "--contract", os.path.join(models, "machofix.toml"),
+                    os.path.join(models, "contract_rpaths_arm64_chained.in"), cwd=fixtures)
+    document = json.loads(elsewhere.stdout) if elsewhere.stdout.startswith("{") else {}
+    uris = [r["locations"][0]["physicalLocation"]["artifactLocation"] for r in document.get("runs", [{}])[0].get(
+        "results", [])]
+    expect(uris and all(u["uri"] == "file://" + os.path.join(models, "contract_rpaths_arm64_chained.in")
+                        and "uriBaseId" not in u for u in uris),
+           "a file outside the current directory: an absolute file: URI", json.dumps(uris)[:300])
+    both = run(machofix, "check", "--sarif", "-", "--json", "-", os.path.join(models, "all_used_arm64_chained.in"))
+    expect(both.returncode == 2 and both.stdout == "", "--sarif - with --json -: refused, exit 2", both.stderr)
+    unwritable = run(machofix, "check", "--sarif", os.path.join(work, "no", "such", "dir", "out.sarif"),
+                     os.path.join(models, "all_used_arm64_chained.in"), "--no-contract")
+    expect(unwritable.returncode == 2 and "cannot write the SARIF report" in unwritable.stderr,
+           "a SARIF file that cannot be written: exit 2", unwritable.stderr)
+    print(f"{len(failures)} failures")
+    for failure in failures:
+        print("FAIL " + failure)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

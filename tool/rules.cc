@@ -1,0 +1,162 @@
+#include "tool/rules.h"
+
+namespace machofix::cli {
+
+const char* rule_id(Rule rule) {
+  switch (rule) {
+    case Rule::UnusedDependency: return "unused-dependency";
+    case Rule::AbsoluteInstallName: return "absolute-install-name";
+    case Rule::AbsoluteRpath: return "absolute-rpath";
+    case Rule::DuplicateRpath: return "duplicate-rpath";
+    case Rule::UnprovidedDependency: return "unprovided-dependency";
+    case Rule::WeakRequiredDependency: return "weak-required-dependency";
+    case Rule::ForbiddenDependency: return "forbidden-dependency";
+  }
+  return "?";
+}
+
+const char* rule_reason(Rule rule) {
+  switch (rule) {
+    case Rule::UnusedDependency:
+      return "A dependency that supplies no symbol must still be found at load time: where it is missing, the load fails "
+             "for nothing.";
+    case Rule::AbsoluteInstallName:
+      return "An absolute install name outside /usr/lib and /System/Library (and the contract) names a directory of the "
+             "build machine that users' machines do not have.";
+    case Rule::AbsoluteRpath:
+      return "An LC_RPATH that is absolute (or relative to the current directory) names a directory of the build "
+             "machine: dyld searches it on users' machines too.";
+    case Rule::DuplicateRpath:
+      return "An LC_RPATH that repeats an earlier one (a trailing slash aside): dyld of macOS 15 and later refuses to load "
+             "the image (\"duplicate LC_RPATH\").";
+    case Rule::UnprovidedDependency:
+      return "An @rpath/, @loader_path/ or @executable_path/ dependency the contract does not say the application provides.";
+    case Rule::WeakRequiredDependency:
+      return "A weak-linked dependency the contract requires: a weak link hides its absence until a call fails.";
+    case Rule::ForbiddenDependency:
+      return "A dependency the contract or --forbid forbids, used or not, under any install name.";
+  }
+  return "";
+}
+
+const char* rule_repair_hint(Rule rule) {
+  switch (rule) {
+    case Rule::UnusedDependency: return "machofix prune --in-place FILE removes it.";
+    case Rule::AbsoluteInstallName:
+      return "machofix edit FILE --in-place --change OLD @rpath/NAME, and ship NAME with the application (declare it "
+             "in `provided`); or add its prefix to allow_prefix if every user has it.";
+    case Rule::AbsoluteRpath:
+      return "machofix edit FILE --in-place --delete-rpath PATH (or --rpath PATH @loader_path/...); or list it in "
+             "allowed_rpaths.";
+    case Rule::DuplicateRpath: return "machofix edit FILE --in-place --delete-rpath PATH removes the repeated entry.";
+    case Rule::UnprovidedDependency:
+      return "Ship the library and declare it in the contract's `provided` (or --provided), or link without it.";
+    case Rule::WeakRequiredDependency: return "Link the library normally (without -weak_library / -weak-l).";
+    case Rule::ForbiddenDependency:
+      return "If it supplies no symbol, machofix prune --in-place --only NAME FILE removes it; otherwise rebuild "
+             "without it.";
+  }
+  return "";
+}
+
+bool rule_needs_contract(Rule rule) {
+  switch (rule) {
+    case Rule::AbsoluteRpath:
+    case Rule::DuplicateRpath:
+    case Rule::UnprovidedDependency:
+    case Rule::WeakRequiredDependency: return true;
+    default: return false;
+  }
+}
+
+namespace {
+
+std::string leaf(const std::string& install_name) {
+  size_t slash = install_name.rfind('/');
+  return slash == std::string::npos ? install_name : install_name.substr(slash + 1);
+}
+
+// How the load command ties the slice to the dylib, as a verb phrase.
+std::string dependency_phrase(const Finding& finding) {
+  if (finding.dylib_kind == "weak") return "weakly depends on " + finding.dylib;
+  if (finding.dylib_kind == "reexport") return "re-exports " + finding.dylib;
+  if (finding.dylib_kind == "upward") return "has an upward dependency on " + finding.dylib;
+  return "depends on " + finding.dylib;
+}
+
+std::string symbol_list(const std::vector<std::string>& symbols) {
+  constexpr size_t kShown = 5;
+  std::string list;
+  for (size_t i = 0; i < symbols.size() && i < kShown; ++i) list += (i ? ", " : "") + symbols[i];
+  if (symbols.size() > kShown) list += ", and " + std::to_string(symbols.size() - kShown) + " more";
+  return list;
+}
+
+// The forbidden dependency's finding: what removal would do, or why it is not the repair.
+std::string forbidden_message(const Finding& finding) {
+  std::string message = dependency_phrase(finding) + ", which --forbid '" + finding.glob + "' forbids";
+  size_t count = finding.symbols.size();
+  if (count)
+    return message + "; it is used (" + std::to_string(count) + (count == 1 ? " symbol: " : " symbols: ") +
+           symbol_list(finding.symbols) + "), so removing it is not the repair: rebuild without it";
+  if (finding.removable) return message + "; it supplies no symbol, and `machofix prune` removes it";
+  return message + "; it supplies no symbol, but prune keeps it (" + finding.kept_because + ")";
+}
+
+}  // namespace
+
+std::string finding_message(const Finding& finding) {
+  switch (finding.rule) {
+    case Rule::UnusedDependency:
+      return dependency_phrase(finding) + ", which supplies no symbol; `machofix prune` removes it";
+    case Rule::AbsoluteInstallName:
+      return dependency_phrase(finding) +
+             ", an absolute path outside /usr/lib and /System/Library that users' machines will not have";
+    case Rule::AbsoluteRpath:
+      return "LC_RPATH " + finding.rpath +
+             (finding.rpath[0] == '/' ? " is an absolute path" : " is relative to the current directory") +
+             " of the build machine, outside the system, allow_prefix and allowed_rpaths";
+    case Rule::DuplicateRpath:
+      return "LC_RPATH " + finding.rpath + " repeats an earlier LC_RPATH of the slice, which dyld of macOS 15 and later refuses";
+    case Rule::UnprovidedDependency:
+      return dependency_phrase(finding) + ", which the contract does not list as provided by the application";
+    case Rule::WeakRequiredDependency:
+      return dependency_phrase(finding) + ", which the contract requires ('" + finding.glob +
+             "'): a weak link lets the model load without it";
+    case Rule::ForbiddenDependency: return forbidden_message(finding);
+  }
+  return "";
+}
+
+std::string shell_quoted(const std::string& word) {
+  if (!word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./_-") ==
+                           std::string::npos)
+    return word;
+  std::string quoted = "'";
+  for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+std::string repair_command(const Finding& finding) {
+  std::string file = shell_quoted(finding.file);
+  switch (finding.rule) {
+    case Rule::UnusedDependency: return "machofix prune " + file + " --in-place --only " + shell_quoted(leaf(finding.dylib));
+    case Rule::AbsoluteInstallName:
+      // An unused one is removed rather than renamed.
+      if (finding.symbols.empty() && finding.removable)
+        return "machofix prune " + file + " --in-place --only " + shell_quoted(leaf(finding.dylib));
+      return "machofix edit " + file + " --in-place --change " + shell_quoted(finding.dylib) + " " +
+             shell_quoted("@rpath/" + leaf(finding.dylib));
+    case Rule::AbsoluteRpath:
+    case Rule::DuplicateRpath: return "machofix edit " + file + " --in-place --delete-rpath " + shell_quoted(finding.rpath);
+    case Rule::ForbiddenDependency:
+      if (finding.symbols.empty() && finding.removable)
+        return "machofix prune " + file + " --in-place --only " + shell_quoted(leaf(finding.dylib));
+      return "";
+    case Rule::UnprovidedDependency:
+    case Rule::WeakRequiredDependency: return "";
+  }
+  return "";
+}
+
+}  // namespace machofix::cli

@@ -1,0 +1,126 @@
+#include "tool/sarif.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <iterator>
+
+#include "tool/rules.h"
+
+namespace machofix::cli {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr const char* kSchema = "https://json.schemastore.org/sarif-2.1.0.json";
+constexpr const char* kBase = "%SRCROOT%";
+
+// RFC 3986: everything but unreserved characters and '/' percent-encoded.
+std::string uri_encoded(const std::string& path) {
+  std::string out;
+  for (unsigned char c : path) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~' || c == '/') {
+      out += static_cast<char>(c);
+    } else {
+      char escape[4];
+      std::snprintf(escape, sizeof escape, "%%%02X", c);
+      out += escape;
+    }
+  }
+  return out;
+}
+
+std::filesystem::path current_directory() {
+  std::error_code error;
+  return std::filesystem::current_path(error);
+}
+
+// The file relative to the current directory (against %SRCROOT%) when it lies below
+// it, else as an absolute file: URI.
+Json artifact_location(const std::string& file) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  fs::path absolute = fs::absolute(file, error).lexically_normal();
+  fs::path relative = absolute.lexically_relative(current_directory());
+  if (!error && !relative.empty() && *relative.begin() != "..")
+    return {{"uri", uri_encoded(relative.generic_string())}, {"uriBaseId", kBase}};
+  return {{"uri", "file://" + uri_encoded(absolute.generic_string())}};
+}
+
+std::string rule_name(Rule rule) {  // "unused-dependency" -> "UnusedDependency"
+  std::string name;
+  bool upper = true;
+  for (const char* c = rule_id(rule); *c; ++c) {
+    if (*c == '-') {
+      upper = true;
+      continue;
+    }
+    name += upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(*c))) : *c;
+    upper = false;
+  }
+  return name;
+}
+
+Json rule_descriptor(Rule rule) {
+  std::string help = rule_repair_hint(rule);
+  if (rule_needs_contract(rule)) help += " (Runs only when a contract declares what the application ships.)";
+  return {{"id", rule_id(rule)},
+          {"name", rule_name(rule)},
+          {"shortDescription", {{"text", rule_reason(rule)}}},
+          {"help", {{"text", help}}},
+          {"defaultConfiguration", {{"level", "error"}}}};
+}
+
+size_t rule_index(Rule rule) {
+  for (size_t i = 0; i < std::size(kAllRules); ++i)
+    if (kAllRules[i] == rule) return i;
+  return 0;
+}
+
+Json location(const Finding& finding) {
+  Json physical = {{"artifactLocation", artifact_location(finding.file)}};
+  if (finding.offset) physical["region"] = {{"byteOffset", *finding.offset}};
+  std::string qualified = finding.blob.empty() ? finding.arch : finding.blob + "/" + finding.arch;
+  Json logical = Json::array({{{"name", finding.arch}, {"fullyQualifiedName", qualified}, {"kind", "module"}}});
+  return {{"physicalLocation", physical}, {"logicalLocations", logical}};
+}
+
+Json result(const Finding& finding) {
+  std::string repair = repair_command(finding);
+  std::string message = finding_message(finding);
+  Json properties = {{"blob", finding.blob},       {"arch", finding.arch},   {"dylib", finding.dylib},
+                     {"rpath", finding.rpath},     {"repair", repair},       {"used", !finding.symbols.empty()},
+                     {"symbols", finding.symbols}, {"sliceOffset", finding.slice_offset}};
+  std::string subject = finding.dylib.empty() ? finding.rpath : finding.dylib;
+  return {{"ruleId", rule_id(finding.rule)},
+          {"ruleIndex", rule_index(finding.rule)},
+          {"level", "error"},
+          {"message", {{"text", repair.empty() ? message : message + ". Repair: " + repair}}},
+          {"locations", Json::array({location(finding)})},
+          {"partialFingerprints",
+           {{"machofixFinding/v1", std::string(rule_id(finding.rule)) + "|" + finding.blob + "|" + finding.arch + "|" + subject}}},
+          {"properties", properties}};
+}
+
+}  // namespace
+
+std::string sarif_document(const std::vector<Finding>& findings, const std::vector<std::string>& contracts) {
+  Json rules = Json::array();
+  for (Rule rule : kAllRules) rules.push_back(rule_descriptor(rule));
+  Json results = Json::array();
+  for (const Finding& finding : findings) results.push_back(result(finding));
+  Json run = {
+      {"tool", {{"driver", {{"name", "machofix"}, {"version", MACHOFIX_VERSION}, {"semanticVersion", MACHOFIX_VERSION},
+                            {"rules", rules}}}}},
+      {"originalUriBaseIds", {{kBase, {{"uri", "file://" + uri_encoded(current_directory().generic_string() + "/")}}}}},
+      {"invocations", Json::array({{{"executionSuccessful", true}, {"properties", {{"contracts", contracts}}}}})},
+      {"results", results}};
+  Json document = {{"$schema", kSchema}, {"version", "2.1.0"}, {"runs", Json::array({run})}};
+  // Install and symbol names are arbitrary bytes: invalid UTF-8 is replaced, never a throw.
+  return document.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace machofix::cli
