@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <map>
 #include <set>
 
 #include "core/prune.h"
@@ -106,10 +107,14 @@ std::string without_trailing_slash(std::string path) {
 }
 
 void check_rpaths(SliceContext& context, const CheckOptions& options) {
-  std::set<std::string> seen;
+  std::map<std::string, std::string> first_spelling;  // by the path without a trailing slash
   for (const RpathReport& rpath : context.slice.rpaths) {
     if (machine_rpath(rpath.path, options)) context.add(Rule::AbsoluteRpath, rpath.command_offset).rpath = rpath.path;
-    if (!seen.insert(without_trailing_slash(rpath.path)).second) context.add(Rule::DuplicateRpath, rpath.command_offset).rpath = rpath.path;
+    auto [earlier, first] = first_spelling.emplace(without_trailing_slash(rpath.path), rpath.path);
+    if (first) continue;
+    Finding& finding = context.add(Rule::DuplicateRpath, rpath.command_offset);
+    finding.rpath = rpath.path;
+    finding.repeats = earlier->second;
   }
 }
 

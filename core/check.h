@@ -68,6 +68,7 @@ struct Finding {
   std::string dylib;       // the dependency's install name (dependency rules)
   std::string dylib_kind;  // load, weak, reexport, upward
   std::string rpath;       // the LC_RPATH's path (rpath rules)
+  std::string repeats;     // duplicate-rpath: the earlier LC_RPATH's path (a trailing slash may differ)
   std::string glob;        // the --forbid or required glob that matched
   std::vector<std::string> symbols;  // what the dylib supplies to this slice (none: unused)
   bool removable = false;  // prune removes the dependency

@@ -18,3 +18,13 @@ step build/machofix prune "$out/metal_model.pte" -o "$out/metal_model.fixed.pte"
 step build/machofix inspect "$out/metal_model.fixed.pte"
 step build/machofix check "$out/metal_model.fixed.pte" --contract samples/aoti_metal/machofix.toml
 step build/machofix verify "$out/metal_model.fixed.pte"
+
+# A CPU model whose .so really calls OpenMP: removing libomp is not the repair. Its
+# install name, the build machine's /opt/llvm-openmp/lib/libomp.dylib, becomes
+# @rpath/libomp.dylib, which the application ships (samples/aoti_cpu/machofix.toml).
+samples/aoti_cpu/build.sh "$out/cpu" build/tests/pte_writer
+step build/machofix check "$out/cpu/cpu_model.pte" || echo "(exit status $?: findings)"
+step build/machofix edit "$out/cpu/cpu_model.pte" --change /opt/llvm-openmp/lib/libomp.dylib @rpath/libomp.dylib \
+  -o "$out/cpu/cpu_model.fixed.pte"
+step build/machofix check "$out/cpu/cpu_model.fixed.pte"
+step build/machofix verify "$out/cpu/cpu_model.fixed.pte"

@@ -48,7 +48,9 @@ const char* rule_repair_hint(Rule rule) {
     case Rule::AbsoluteRpath:
       return "machofix edit FILE --in-place --delete-rpath PATH (or --rpath PATH @loader_path/...); or list it in "
              "allowed_rpaths.";
-    case Rule::DuplicateRpath: return "machofix edit FILE --in-place --delete-rpath PATH removes the repeated entry.";
+    case Rule::DuplicateRpath:
+      return "machofix edit FILE --in-place --delete-rpath PATH --add-rpath PATH keeps one copy (the last in the "
+             "search order); a repeat spelled with a trailing slash goes with --delete-rpath alone.";
     case Rule::UnprovidedDependency:
       return "Ship the library and declare it in the contract's `provided` (or --provided), or link without it.";
     case Rule::WeakRequiredDependency: return "Link the library normally (without -weak_library / -weak-l).";
@@ -147,8 +149,15 @@ std::string repair_command(const Finding& finding) {
         return "machofix prune " + file + " --in-place --only " + shell_quoted(leaf(finding.dylib));
       return "machofix edit " + file + " --in-place --change " + shell_quoted(finding.dylib) + " " +
              shell_quoted("@rpath/" + leaf(finding.dylib));
-    case Rule::AbsoluteRpath:
-    case Rule::DuplicateRpath: return "machofix edit " + file + " --in-place --delete-rpath " + shell_quoted(finding.rpath);
+    case Rule::AbsoluteRpath: return "machofix edit " + file + " --in-place --delete-rpath " + shell_quoted(finding.rpath);
+    case Rule::DuplicateRpath:
+      // --delete-rpath removes every copy spelled so (as install_name_tool's does): a
+      // repeat spelled differently (a trailing slash) goes alone, the same spelling
+      // comes back once.
+      if (finding.repeats != finding.rpath)
+        return "machofix edit " + file + " --in-place --delete-rpath " + shell_quoted(finding.rpath);
+      return "machofix edit " + file + " --in-place --delete-rpath " + shell_quoted(finding.rpath) + " --add-rpath " +
+             shell_quoted(finding.rpath);
     case Rule::ForbiddenDependency:
       if (finding.symbols.empty() && finding.removable)
         return "machofix prune " + file + " --in-place --only " + shell_quoted(leaf(finding.dylib));

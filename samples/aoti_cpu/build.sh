@@ -6,6 +6,7 @@
 #                    ad hoc linker-signed)
 #   cpu_model.pte    an ExecuTorch program storing it with 1.4+ content-hash keys, the
 #                    way the AOTI Metal backend stores its .so (tests/pte/pte_writer wrap)
+#   machofix.toml    the application's contract (libomp is provided at @rpath), beside it
 #
 #   samples/aoti_cpu/build.sh OUTDIR PTE_WRITER
 # PTE_WRITER is the test writer built by CMake (build/tests/pte_writer).
@@ -20,3 +21,4 @@ ld64.lld-16 -arch arm64 -platform_version macos 11.0 11.0 -dylib -undefined dyna
   -install_name @rpath/cpu_model.so "$out/cpu_model.o" \
   "$stubs/libSystem.tbd" "$stubs/libomp.tbd" "$stubs/libcxx.tbd" -o "$out/cpu_model.so"
 "$writer" wrap "$out/cpu_model.so" "$out/cpu_model.pte" hash
+cp "$here/machofix.toml" "$out/machofix.toml"

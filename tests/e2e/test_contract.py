@@ -115,7 +115,7 @@ def each_rule(machofix, fixtures, work):
            and (duplicate.get("rpath"), duplicate.get("offset")) == reference[2],
            f"the findings name the rpaths at llvm-objdump's load-command offsets {reference}")
     expect(absolute.get("repair") == f"machofix edit {rpaths} --in-place --delete-rpath /opt/llvm-openmp/lib"
-           and duplicate.get("repair", "").endswith("--delete-rpath @loader_path/../lib")
+           and duplicate.get("repair", "").endswith("--delete-rpath @loader_path/../lib --add-rpath @loader_path/../lib")
            and "build machine" in absolute.get("reason", "") and "duplicate LC_RPATH" in duplicate.get("reason", ""),
            "each carries its reason and the machofix edit command that repairs it")
     result, found, _ = check_json(machofix, rpaths, "--contract", contract, "--allowed-rpath", "/opt/llvm-openmp/*")
@@ -165,6 +165,80 @@ def each_rule(machofix, fixtures, work):
     text = run(machofix, "check", rpaths, "--contract", contract)
     expect(text.returncode == 1 and "[absolute-rpath]" in text.stdout and "[duplicate-rpath]" in text.stdout
            and "  repair: machofix edit" in text.stdout, "the text report: rule ids and repair lines", text)
+
+
+def repairs_repair(machofix, fixtures, work):
+    """Each repair command check suggests, run as printed (on a copy), clears its
+    finding and leaves the file's other findings as they were: the suggestions are
+    commands that work, not prose."""
+    contract = write(os.path.join(work, "repairs", "machofix.toml"), PROVIDES_BOTH)
+    cases = [(RPATHS, "absolute-rpath"), (RPATHS, "duplicate-rpath"),
+             ("all_used_arm64_chained.in", "absolute-install-name"),
+             ("aoti_metal_arm64_chained.in", "unused-dependency")]
+    for name, rule in cases:
+        model = copy(os.path.join(fixtures, name), os.path.join(work, "repairs", rule, "model.dylib"))
+        result, found, _ = check_json(machofix, model, "--contract", contract)
+        finding = next((f for f in found if f["rule"] == rule), {})
+        repair = finding.get("repair", "")
+        expect(repair.startswith("machofix "), f"{name}: {rule} suggests a machofix command", result)
+        if not repair.startswith("machofix "):
+            continue
+        fixed = run("sh", "-c", machofix + repair[len("machofix"):])
+        result, after, _ = check_json(machofix, model, "--contract", contract)
+        left = [f for f in found if f["rule"] != rule and not (rule == "unused-dependency" and f["dylib"] == finding["dylib"])]
+        expect(fixed.returncode == 0 and rules(after) == rules(left),
+               f"{name}: `{repair}` clears {rule} and nothing else changes (before {rules(found)}, after {rules(after)})", fixed)
+        verified = run(machofix, "verify", model)
+        expect(verified.returncode == 0, f"{name}: the repaired file verifies", verified)
+        if rule == "duplicate-rpath":  # one copy stays: the image still searches that directory
+            distinct = lambda document: sorted({r["path"] for f in document.get("files", []) for s in f["macho"]["slices"]
+                                                for r in s["rpaths"]})
+            before = distinct(check_json(machofix, os.path.join(fixtures, name), "--no-contract")[2])
+            after = distinct(check_json(machofix, model, "--no-contract")[2])
+            expect(before == after and len(before) == 2, f"{name}: every rpath is still there once ({after})")
+    # A repeat spelled with a trailing slash: removing the repeat alone is the repair.
+    slash = copy(os.path.join(fixtures, "aoti_metal_arm64_chained_headerpad.in"),
+                 os.path.join(work, "repairs", "slash", "model.dylib"))
+    added = run(machofix, "edit", slash, "--in-place", "--add-rpath", "@loader_path/x", "--add-rpath", "@loader_path/x/")
+    result, found, _ = check_json(machofix, slash, "--contract", contract)
+    repeats = [f for f in found if f["rule"] == "duplicate-rpath"]
+    repair = repeats[0].get("repair", "") if len(repeats) == 1 else ""
+    expect(added.returncode == 0 and repair.endswith("--delete-rpath @loader_path/x/"),
+           "a repeat spelled with a trailing slash: its repair deletes that spelling alone", result)
+    if repair:
+        run("sh", "-c", machofix + repair[len("machofix"):])
+        result, found, document = check_json(machofix, slash, "--contract", contract)
+        kept = [r["path"] for s in document.get("files", [{}])[0].get("macho", {}).get("slices", []) for r in s.get("rpaths", [])]
+        expect(not [f for f in found if f["rule"] == "duplicate-rpath"] and kept == ["@loader_path/x"],
+               f"after it: no duplicate-rpath, and the first spelling kept ({kept})", result)
+
+
+def sample_cpu(machofix, pte_writer, work):
+    """samples/aoti_cpu: a model that really calls OpenMP from /opt/llvm-openmp. Its
+    contract provides @rpath/libomp.dylib; `edit --change` to that name is the repair
+    (prune removes nothing), and then check with the contract passes."""
+    out = os.path.join(work, "cpu")
+    subprocess.run([os.path.join(ROOT, "samples", "aoti_cpu", "build.sh"), out, pte_writer], check=True,
+                   capture_output=True)
+    model = os.path.join(out, "cpu_model.pte")
+    result, found, _ = check_json(machofix, model)
+    expect(result.returncode == 1 and rules(found) == ["absolute-install-name"]
+           and "--change /opt/llvm-openmp/lib/libomp.dylib @rpath/libomp.dylib" in found[0].get("repair", ""),
+           "the CPU sample under its contract: libomp is used at an absolute path; the repair is edit --change", result)
+    pruned = run(machofix, "prune", model, "--dry-run", "--json", "-")
+    expect(pruned.returncode == 0 and json.loads(pruned.stdout)["files"][0]["status"] == "unchanged",
+           "prune removes nothing from it (libomp is used)", pruned)
+    fixed = os.path.join(out, "cpu_model.fixed.pte")
+    edited = run(machofix, "edit", model, "--change", "/opt/llvm-openmp/lib/libomp.dylib", "@rpath/libomp.dylib", "-o", fixed)
+    result, found, _ = check_json(machofix, fixed)
+    verified = run(machofix, "verify", fixed)
+    expect(edited.returncode == 0 and result.returncode == 0 and found == [] and verified.returncode == 0,
+           "after edit --change: check with the contract passes and the model verifies", result)
+    names = run(machofix, "inspect", fixed, "--json", "-")
+    dylibs = [d["install_name"] for f in [json.loads(names.stdout)["files"][0]] for b in f["pte"]["blobs"]
+              for s in b["macho"]["slices"] for d in s["dylibs"]] if names.returncode == 0 else []
+    expect("@rpath/libomp.dylib" in dylibs and not any(d.startswith("/opt") for d in dylibs),
+           f"the embedded .so now names @rpath/libomp.dylib ({dylibs})", names)
 
 
 def in_a_pte(machofix, pte_writer, fixtures, work):
@@ -302,6 +376,8 @@ def main(argv):
     discovery(machofix, fixtures, work)
     export_step(machofix, pte_writer, fixtures, work)
     sample_contract(machofix, pte_writer, work)
+    repairs_repair(machofix, fixtures, work)
+    sample_cpu(machofix, pte_writer, work)
     print(f"{len(failures)} failures")
     return 1 if failures else 0
 
