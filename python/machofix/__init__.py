@@ -4,12 +4,13 @@ models, renumbering every library ordinal, re-signing, renewing content-hash key
 
     import machofix
     machofix.prune("model.pte", in_place=True, only="*libomp*")
+    machofix.edit("cpu_model.pte", in_place=True, change={"/opt/llvm-openmp/lib/libomp.dylib": "@rpath/libomp.dylib"})
     if not machofix.check("model.pte").ok: ...
 
 Each function runs the machofix executable this package carries and returns its JSON
 report as typed objects (machofix._report); errors raise MachofixError.
 """
-from ._api import Globs, Machofix, Paths, check, inspect, prune, repair_bytes, sign, verify
+from ._api import Globs, Machofix, Paths, Renames, check, edit, inspect, prune, repair_bytes, sign, verify
 from ._error import MachofixError
 from ._executable import find_executable
 from ._report import (BlobReport, DelegateReport, DylibReport, FileReport, Finding, KeyRenewal, LoaderRuleViolation,
@@ -24,8 +25,8 @@ except Exception:  # the sources, not installed (or a build writing their egg-in
     __version__ = "unknown"
 
 __all__ = [
-    "inspect", "check", "verify", "prune", "sign", "repair_bytes", "Machofix", "MachofixError", "find_executable",
+    "inspect", "check", "verify", "prune", "edit", "sign", "repair_bytes", "Machofix", "MachofixError", "find_executable",
     "Report", "FileReport", "MachOReport", "SliceReport", "DylibReport", "SignatureReport", "PteReport",
-    "DelegateReport", "NamedDataReport", "BlobReport", "KeyRenewal", "Summary", "Finding", "Paths", "Globs",
+    "DelegateReport", "NamedDataReport", "BlobReport", "KeyRenewal", "Summary", "Finding", "Paths", "Globs", "Renames",
     "LoaderRuleViolation", "RpathReport",
 ]

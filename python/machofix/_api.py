@@ -6,7 +6,7 @@ line takes (README "Commands"); results are what `machofix COMMAND --json` print
 import json
 import os
 import subprocess
-from typing import Iterable, List, Optional, Sequence, Union
+from typing import Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ._error import MachofixError
 from ._executable import find_executable
@@ -15,6 +15,8 @@ from ._report import Report, from_json
 PathLike = Union[str, "os.PathLike[str]"]
 Paths = Union[PathLike, Iterable[PathLike]]
 Globs = Union[str, Iterable[str]]
+# OLD -> NEW pairs: a mapping or (old, new) tuples, applied in their order.
+Renames = Union[Mapping[str, str], Iterable[Tuple[str, str]]]
 
 _ERROR_PREFIX = "machofix: error: "
 
@@ -44,6 +46,14 @@ def _flag(option: str, wanted: bool) -> List[str]:
 
 def _valued(option: str, value: "Optional[Union[PathLike, int]]") -> List[str]:
     return [] if value is None else [f"{option}={value if isinstance(value, int) else os.fspath(value)}"]
+
+
+def _pairs(option: str, values: Optional[Renames]) -> List[str]:
+    """OLD NEW options (--change, --rpath): the NEW word follows --option=OLD."""
+    if values is None:
+        return []
+    pairs = values.items() if isinstance(values, Mapping) else values
+    return [word for old, new in pairs for word in (f"{option}={old}", new)]
 
 
 def _message(stderr: str) -> str:
@@ -139,6 +149,23 @@ class Machofix:
                    _valued("--jobs", jobs))
         return self._report("prune", options, paths, (0,))
 
+    def edit(self, paths: Paths, *, in_place: bool = False, output: Optional[PathLike] = None, dry_run: bool = False,
+             change: Optional[Renames] = None, id: Optional[str] = None, add_rpath: Optional[Globs] = None,
+             delete_rpath: Optional[Globs] = None, rpath: Optional[Renames] = None, weak_link: Optional[Globs] = None,
+             backup: Optional[str] = None, adhoc: bool = False, resign_invalid: bool = False,
+             jobs: Optional[int] = None) -> Report:
+        """install_name_tool's edits in every container (thin, universal, the .so inside a
+        .pte/.ptd, archives), re-signed, keys renewed: `change` {OLD glob: NEW install
+        name}, `id` (a dylib's own name), `add_rpath`, `delete_rpath` (globs), `rpath`
+        {OLD: NEW}, `weak_link` (globs: the dependency becomes LC_LOAD_WEAK_DYLIB and its
+        imports weak). Each slice's edits are in `slice.edits`."""
+        options = (_flag("--in-place", in_place) + _valued("--output", output) + _flag("--dry-run", dry_run) +
+                   _pairs("--change", change) + _valued("--id", id) + _repeated("--add-rpath", add_rpath) +
+                   _repeated("--delete-rpath", delete_rpath) + _pairs("--rpath", rpath) +
+                   _repeated("--weak-link", weak_link) + _valued("--backup", backup) + _flag("--adhoc", adhoc) +
+                   _flag("--resign-invalid", resign_invalid) + _valued("--jobs", jobs))
+        return self._report("edit", options, paths, (0,))
+
     def sign(self, paths: Paths, *, in_place: bool = False, output: Optional[PathLike] = None,
              identifier: Optional[str] = None, adhoc: bool = False, resign_invalid: bool = False,
              jobs: Optional[int] = None) -> Report:
@@ -190,6 +217,16 @@ def prune(paths: Paths, *, in_place: bool = False, output: Optional[PathLike] = 
                           backup=backup, sign=sign, adhoc=adhoc, resign_invalid=resign_invalid, jobs=jobs)
 
 
+def edit(paths: Paths, *, in_place: bool = False, output: Optional[PathLike] = None, dry_run: bool = False,
+         change: Optional[Renames] = None, id: Optional[str] = None, add_rpath: Optional[Globs] = None,
+         delete_rpath: Optional[Globs] = None, rpath: Optional[Renames] = None, weak_link: Optional[Globs] = None,
+         backup: Optional[str] = None, adhoc: bool = False, resign_invalid: bool = False,
+         jobs: Optional[int] = None) -> Report:
+    return _default.edit(paths, in_place=in_place, output=output, dry_run=dry_run, change=change, id=id,
+                         add_rpath=add_rpath, delete_rpath=delete_rpath, rpath=rpath, weak_link=weak_link, backup=backup,
+                         adhoc=adhoc, resign_invalid=resign_invalid, jobs=jobs)
+
+
 def sign(paths: Paths, *, in_place: bool = False, output: Optional[PathLike] = None, identifier: Optional[str] = None,
          adhoc: bool = False, resign_invalid: bool = False, jobs: Optional[int] = None) -> Report:
     return _default.sign(paths, in_place=in_place, output=output, identifier=identifier, adhoc=adhoc,
@@ -201,5 +238,5 @@ def repair_bytes(data: bytes, *, only: Optional[Globs] = None, keep: Optional[Gl
     return _default.repair_bytes(data, only=only, keep=keep, sign=sign, adhoc=adhoc, resign_invalid=resign_invalid)
 
 
-for _function in (inspect, check, verify, prune, sign, repair_bytes):
+for _function in (inspect, check, verify, prune, edit, sign, repair_bytes):
     _function.__doc__ = getattr(Machofix, _function.__name__).__doc__

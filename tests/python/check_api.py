@@ -307,6 +307,53 @@ def check_contract(fixtures, work):
            "check() with a misspelt key in the contract")
 
 
+def check_edit(fixtures, pte_writer, work):
+    """edit(): the command line's report and bytes, on a thin dylib and a .pte; the
+    pairs of change=/rpath= as a mapping and as tuples; an edit matching nothing raises."""
+    pte = os.path.join(work, "edit-model.pte")
+    subprocess.run([pte_writer, "wrap", os.path.join(fixtures, "all_used_arm64_chained.in"), pte], check=True)
+    cases = [
+        (os.path.join(fixtures, "all_used_arm64_chained.in"),
+         ["--change", "/opt/llvm-openmp/lib/libomp.dylib", "@rpath/libomp.dylib"],
+         {"change": {"/opt/llvm-openmp/lib/libomp.dylib": "@rpath/libomp.dylib"}}),
+        (pte, ["--change", "*libomp*", "@rpath/libomp.dylib", "--add-rpath", "@loader_path"],
+         {"change": [("*libomp*", "@rpath/libomp.dylib")], "add_rpath": "@loader_path"}),
+        (os.path.join(fixtures, "contract_rpaths_arm64_chained.in"),
+         ["--rpath", "/opt/llvm-openmp/lib", "@loader_path/omp", "--delete-rpath", "@loader_path/../lib"],
+         {"rpath": {"/opt/llvm-openmp/lib": "@loader_path/omp"}, "delete_rpath": ["@loader_path/../lib"]}),
+    ]
+    for index, (path, options, kwargs) in enumerate(cases):
+        name = os.path.basename(path)
+        twins = [os.path.join(work, f"edit{index}", side) for side in ("cli", "api")]
+        for twin in twins:
+            os.makedirs(twin)
+            shutil.copy(path, twin)
+        original = os.getcwd()
+        try:
+            os.chdir(twins[1])
+            compare(lambda: machofix.edit(name, output="out", **kwargs), ("edit", "--json", "-", "-o", "out", *options, name),
+                    f"edit({name}, {kwargs})", cwd=twins[0], translate=twins)
+            report = machofix.edit(name, dry_run=True, **kwargs)
+            applied = [e.kind for f in report.files for s in _slices(f) for e in s.edits if e.status == "applied"]
+            expect(set(applied) == {k.replace("_", "-") for k in kwargs}, f"edit({name}, dry_run=True): slice.edits lists each edit applied ({applied})")
+        finally:
+            os.chdir(original)
+        expect(read(os.path.join(twins[0], "out")) == read(os.path.join(twins[1], "out")),
+               f"edit({name}): the file written is the command line's, byte for byte")
+    raises(lambda: machofix.edit(cases[0][0], dry_run=True, change={"*libgomp*": "@rpath/libgomp.dylib"}), 2,
+           "no dependent dylib's install name matches '*libgomp*'", "edit() with a --change matching nothing")
+
+
+def _slices(file_report):
+    """Every slice of a file report: its own Mach-O's, or those of its .pte blobs."""
+    if file_report.macho:
+        yield from file_report.macho.slices
+    if file_report.pte:
+        for blob in file_report.pte.blobs:
+            if blob.macho:
+                yield from blob.macho.slices
+
+
 def main():
     global MACHOFIX
     MACHOFIX, pte_writer, fixtures, work = [os.path.abspath(a) for a in sys.argv[1:5]]
@@ -323,6 +370,7 @@ def main():
     check_invalid_signature(fixtures, work)
     check_loader_rules(fixtures, work)
     check_contract(fixtures, work)
+    check_edit(fixtures, pte_writer, work)
     print(f"{len(FAILURES)} failures (check_api)")
     return 1 if FAILURES else 0
 
