@@ -14,7 +14,8 @@
 namespace machofix {
 
 bool EditOptions::any() const {
-  return !delete_rpath.empty() || !rpath.empty() || !id.empty() || !change.empty() || !add_rpath.empty();
+  return !delete_rpath.empty() || !rpath.empty() || !id.empty() || !change.empty() || !add_rpath.empty() ||
+         !weak_link.empty();
 }
 
 namespace {
@@ -181,6 +182,28 @@ void verify_untouched(const MachO& before, uint64_t commands_end, uint64_t area_
 }  // namespace
 
 EditPlan plan_edit(const MachO& image, const EditOptions& options) { return Planner(image, options).run(); }
+
+WeakLinkEdit plan_weak_link_edit(const MachO& edited, const ImportScan& scan, const EditOptions& options) {
+  WeakLinkPlan plan = plan_weak_link(edited, scan, options.weak_link);
+  WeakLinkEdit stage;
+  for (const std::string& glob : plan.unmatched_globs) {
+    if (!options.unmatched_is_note)
+      fail("--weak-link " + quoted(glob) + ": no dependent dylib's install name matches " + quoted(glob) +
+           (options.change.empty() ? "" : " (after --change)"));
+    stage.records.push_back({"weak-link", glob, "", "no match"});
+  }
+  for (const WeakLinkDecision& decision : plan.decisions) {
+    if (decision.action == WeakLinkAction::Refused) {
+      Error error("--weak-link " + quoted(decision.glob) + ": cannot weak-link " + quoted(decision.install_name) +
+                  " (dylib ordinal " + std::to_string(decision.ordinal) + "): " + decision.reason);
+      throw error.as_refusal();
+    }
+    bool already = decision.action == WeakLinkAction::NothingToDo;
+    stage.records.push_back({"weak-link", decision.install_name, "", already ? "already" : "applied"});
+  }
+  stage.ordinals = plan.ordinals();
+  return stage;
+}
 
 std::vector<uint8_t> apply_edit(const MachO& image, const EditPlan& plan) {
   std::vector<uint8_t> out(image.bytes.data(), image.bytes.data() + image.bytes.size());

@@ -14,6 +14,7 @@
 #include "core/imports.h"
 #include "core/load_commands.h"
 #include "core/macho.h"
+#include "core/weak_link.h"
 
 namespace machofix {
 
@@ -25,15 +26,17 @@ struct EditOptions {
   std::string id;                                            // empty: unchanged
   std::vector<std::pair<std::string, std::string>> change;   // OLD (glob, as prune's --keep) -> NEW
   std::vector<std::string> add_rpath;
-  // --weak-link GLOB (issue 14) goes here: a std::vector<std::string> weak_link, run
-  // as the stage after the load-command edits (see rewrite_slice in macho_repair.cc).
+  // --weak-link GLOB: the stage after all of the above (core/weak_link.h), on the
+  // edited slice, so a glob matches a dependency's name after --change.
+  std::vector<std::string> weak_link;
   // Inside a directory or archive walk an edit that matches nothing is a note for
   // that file; in a file named on the command line it is an error.
   bool unmatched_is_note = false;
   bool any() const;
 };
 
-// One edit as it went: kind is "delete-rpath", "rpath", "id", "change", "add-rpath";
+// One edit as it went: kind is "delete-rpath", "rpath", "id", "change", "add-rpath",
+// "weak-link" (old: the dylib's install name, or the glob when it matched nothing);
 // status is "applied", "already" (the file was already in the state the edit asks
 // for: a second identical edit changes nothing) or "no match" (a note in a walk).
 struct EditRecord {
@@ -52,6 +55,17 @@ struct EditPlan {
 // Throws an Error naming the edit when it matches nothing (unless
 // options.unmatched_is_note) or would duplicate an rpath.
 EditPlan plan_edit(const MachO& image, const EditOptions& options);
+
+// --weak-link's stage (options.weak_link), planned on the slice as the other edits
+// leave it (so on the names after --change). A record per matching dylib: "applied",
+// or "already" when it is weak with every import marked. Throws a refusal naming the
+// dylib and why when the plan refuses one; a glob that matches nothing is handled as
+// the other edits' (options.unmatched_is_note).
+struct WeakLinkEdit {
+  std::vector<EditRecord> records;
+  std::vector<int> ordinals;  // the dylibs to change (apply_weak_link)
+};
+WeakLinkEdit plan_weak_link_edit(const MachO& edited, const ImportScan& scan, const EditOptions& options);
 
 // The slice with the planned load commands; same size. Throws a refusal when the
 // commands do not fit in the header padding (room needed and available).

@@ -120,8 +120,10 @@ struct JudgedSlice {
   InputSignature input;
   SliceReport report;
   std::optional<EditPlan> edit;  // `edit`: the planned load commands
+  std::vector<int> weak_link;    // `edit --weak-link`: the dylibs (of the edited slice) to weak-link
   bool prunes = false;   // dylib commands are removed
   bool edits = false;    // load commands are changed, added or removed
+  bool weak_links = false;  // dylibs become weak or their imports are marked weak
   bool resigns = false;  // the signature is renewed, added or replaced
 };
 
@@ -148,6 +150,33 @@ std::string first_problem(const InputSignature& input) {
   throw error.as_refusal();
 }
 
+// --weak-link, planned on the slice as the load-command edits leave it (their names,
+// their layout), so that every refusal is decided before anything is written.
+void plan_weak_link_stage(JudgedSlice& judged, const EditOptions& options) {
+  const MachO& image = *judged.image;
+  WeakLinkEdit stage;
+  if (judged.edits) {
+    std::vector<uint8_t> edited = apply_edit(image, *judged.edit);
+    MachO edited_image = parse_macho(Bytes(edited.data(), edited.size(), image.bytes.base()));
+    stage = plan_weak_link_edit(edited_image, scan_imports(edited_image), options);
+  } else {
+    stage = plan_weak_link_edit(image, judged.scan, options);
+  }
+  judged.report.edits.insert(judged.report.edits.end(), stage.records.begin(), stage.records.end());
+  judged.weak_link = std::move(stage.ordinals);
+  judged.weak_links = !judged.weak_link.empty();
+}
+
+// The weak-link stage of rewrite_slice: on the re-read edited bytes (the load-command
+// edits may have moved every command), then its own proof.
+std::vector<uint8_t> weak_link_stage(const std::vector<uint8_t>& edited, uint64_t base, const std::vector<int>& ordinals) {
+  MachO image = parse_macho(Bytes(edited.data(), edited.size(), base));
+  ImportScan scan = scan_imports(image);
+  std::vector<uint8_t> linked = apply_weak_link(image, scan, ordinals);
+  verify_weak_link(image, scan, ordinals, linked);
+  return linked;
+}
+
 // Everything but the rewriting: what `verify` costs, plus the import analysis.
 JudgedSlice judge_slice(const Bytes& slice, const RepairOptions& options, RewriteKind kind) {
   JudgedSlice judged;
@@ -167,9 +196,11 @@ JudgedSlice judge_slice(const Bytes& slice, const RepairOptions& options, Rewrit
     judged.report.edits = judged.edit->records;
     judged.edits = judged.edit->changes();
     if (judged.edits) judged.edit->commands.check_room(image);
+    if (!options.edit.weak_link.empty()) plan_weak_link_stage(judged, options.edit);
   }
   bool unsigned_to_sign = !image.code_signature.present && (kind == RewriteKind::Sign || options.sign_unsigned);
-  judged.resigns = kind == RewriteKind::Sign || judged.prunes || judged.edits || unsigned_to_sign || invalid;
+  judged.resigns =
+      kind == RewriteKind::Sign || judged.prunes || judged.edits || judged.weak_links || unsigned_to_sign || invalid;
   const std::optional<CodeSignature>& signature = judged.input.signature;
   if (judged.resigns && signature && signature->has_identity && !options.replace_identity) refuse_identity();
   if (judged.resigns && signature && !signature->has_identity && !options.identifier.empty() &&
@@ -255,8 +286,7 @@ SliceJob rewrite_slice(JudgedSlice& judged, const RepairOptions& options) {
                              : copy_of(judged.bytes);
   if (judged.prunes) verify_prune(image, judged.scan, judged.plan, job.bytes);
   if (judged.edits) verify_edit(image, judged.scan, *judged.edit, job.bytes);
-  // --weak-link (issue 14) runs here, after the load-command edits: a pure function
-  // bytes -> bytes over the parsed slice (core/weak_link.h), then its own proof.
+  if (judged.weak_links) job.bytes = weak_link_stage(job.bytes, image.bytes.base(), judged.weak_link);
   job.bytes = update_signature(judged, std::move(job.bytes), options, job.report);
   job.report.changed = judged.prunes || job.bytes.size() != judged.bytes.size() ||
                        std::memcmp(job.bytes.data(), judged.bytes.data(), job.bytes.size()) != 0;

@@ -145,10 +145,15 @@ void add_edits(CLI::App* command, EditOptions& edit) {
   command->add_option("--rpath", edit.rpath, "change the LC_RPATH OLD to NEW; repeatable")
       ->type_name("OLD NEW")
       ->allow_extra_args(false);
+  command->add_option("--weak-link", edit.weak_link,
+                      "weak-link every dependency whose install name (or its last component) matches GLOB, as the "
+                      "linker's -weak_library: LC_LOAD_WEAK_DYLIB, every import from it marked weak; repeatable")
+      ->type_name("GLOB")
+      ->allow_extra_args(false);
 }
 
 CLI::App* add_edit(CLI::App& app, HelpFormatter& help, Settings& settings) {
-  CLI::App* edit = add_command(app, help, "edit", "change install names and rpaths (install_name_tool's edits), re-sign",
+  CLI::App* edit = add_command(app, help, "edit", "change install names and rpaths (install_name_tool's edits), weak-link dependencies, re-sign",
                                "PATH... (-o OUT | --in-place | --dry-run) EDIT... [OPTIONS]");
   add_paths(edit, settings, "Mach-O, .pte or .ptd files, archives of them, or directories (recursive)");
   add_edits(edit, settings.job.repair.edit);
@@ -164,7 +169,10 @@ CLI::App* add_edit(CLI::App& app, HelpFormatter& help, Settings& settings) {
   add_jobs(edit, settings);
   add_note(edit,
            "Edits apply to every slice and every Mach-O blob of a .pte/.ptd, in this order (install_name_tool's): "
-           "--delete-rpath, --rpath, --id, --change, --add-rpath, each kind in the order given. An edit that matches "
+           "--delete-rpath, --rpath, --id, --change, --add-rpath, each kind in the order given, then --weak-link on the "
+           "result (so its GLOB matches the name after --change). A dependency that cannot be weak-linked (re-exported, "
+           "upward, re-exported through the exports trie, sharing a bind opcode with another library; any in a "
+           "flat-namespace file or one with LC_LAZY_LOAD_DYLIB) refuses the file (exit 2, nothing written). An edit that matches "
            "nothing (no such dependency or rpath, --id on a file that is not a dylib) or would duplicate an rpath is an "
            "error in a file named on the command line (exit 2, nothing written) and a note in a file found in a "
            "directory or archive. An edit the file already satisfies (NEW is already there) does nothing, so running "

@@ -146,7 +146,7 @@ int run_rewrite(const Settings& settings, Operation operation, const char* comma
 
 int run_edit(const Settings& settings) {
   if (!settings.job.repair.edit.any()) {
-    spdlog::error("edit needs at least one edit: --change, --id, --add-rpath, --delete-rpath or --rpath");
+    spdlog::error("edit needs at least one edit: --change, --id, --add-rpath, --delete-rpath, --rpath or --weak-link");
     return kExitError;
   }
   return run_rewrite(settings, Operation::Edit, "edit");

@@ -57,7 +57,7 @@ class LoaderRuleViolation:
 @dataclass(frozen=True)
 class EditRecord:
     """One edit of `machofix edit` on a slice (the JSON's slices[].edits)."""
-    kind: str  # change, id, add-rpath, delete-rpath, rpath
+    kind: str  # change, id, add-rpath, delete-rpath, rpath, weak-link
     old: str
     new: str
     status: str  # applied, already, no match
