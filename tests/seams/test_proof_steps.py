@@ -142,6 +142,34 @@ class Run:
         return report["files"][0]["pte"]["blobs"][0]["offset"]
 
 
+def dylib_name(image, name):
+    """Slice offset of the second byte of the install name of the LC_LOAD_DYLIB whose
+    install name contains `name` (set to 'X' (0x58): the name stays printable)."""
+    for cmd, offset in codesign_check.load_commands(image):
+        if cmd == LC_LOAD_DYLIB:
+            start = offset + struct.unpack_from("<I", image, offset + 8)[0]
+            if name in image[start:image.index(b"\0", start)]:
+                return start + 1
+    raise AssertionError(f"no LC_LOAD_DYLIB of {name}")
+
+
+def weak_link_steps(runner):
+    """`edit --weak-link`: its own proof (verify_weak_link: the re-read dylib kinds and
+    weak marks, every other byte, LIEF) refuses a spoiled weak link."""
+    runner.command = ["edit", "--weak-link", "libomp.dylib"]
+    chained = runner.fixture("aoti_metal_arm64_chained.in")
+    omp, code = dylib_name(chained, b"libomp"), text_offset(chained)
+    runner.expect_success("weak-link", chained, MACHO_MODES)
+    runner.expect_refusal("weak-link", chained, f"reread@{omp}=0x58",
+                          "verification of the weak-linked file failed, nothing written: dylib", MACHO_MODES)
+    runner.expect_refusal("weak-link", chained, f"untouched@{code}",
+                          "verification of the weak-linked file failed, nothing written: byte at slice offset", MACHO_MODES)
+    runner.expect_refusal("weak-link", chained, f"lief@{omp}=0x58", "LIEF reads the rewritten slice differently", MACHO_MODES)
+    pte = runner.wrap("aoti_metal_arm64_chained.in")
+    runner.expect_success("weak-link-pte", pte, MACHO_MODES)
+    runner.expect_refusal("weak-link-pte", pte, f"reread@{omp}=0x58", "verification of the weak-linked file failed", MACHO_MODES)
+
+
 def edit_steps(runner):
     """`edit`: the same steps refuse an edited slice (the re-read compares the load
     commands with the planned ones, and every import with the input's)."""
@@ -218,6 +246,7 @@ def main():
     runner.expect_refusal("pte", pte, f"copy@{len(pte) - 5}", "which it copies", FILE_MODES)
 
     edit_steps(runner)
+    weak_link_steps(runner)
 
     for failure in runner.failures:
         print("FAIL:", failure)
