@@ -3,17 +3,18 @@
 
 The cases of tests/weak_link (each linked twice by ld64.lld-16 from one object: `.in`
 with the dependency linked normally, `.ref` with it linked by -weak_library) are
-edited by the real command, thin, as universal files (llvm-lipo-16) and as the blob of
-a .pte (tests/pte/pte_writer wrap); the output (each slice, the extracted blob) must
-equal the relink as LLVM's tools read it (dylib commands, every import and its weak
-mark, the lazy-bind flags: tests/weak_link/test_weak_link.py's weak_view) and byte
-for byte but LC_UUID and the signature blob; the signature must verify
+edited by the real command, thin, as universal files (llvm-lipo-16) and as the blob
+of a .pte (tests/pte/pte_writer wrap); the output (each slice, the extracted blob)
+must equal the relink as LLVM's tools read it (dylib commands, every import and its
+weak mark, the lazy-bind flags: tests/weak_link/test_weak_link.py's weak_view) and
+byte for byte but LC_UUID and the signature blob; the signature must verify
 (tests/support/codesign_check.py), a .pte's keys are renewed. Then: a second
-identical edit is byte-identical with every record 'already'; --change OLD NEW with
---weak-link matching NEW (and not OLD) equals the relink renamed by
-llvm-install-name-tool-16; a re-exported dependency is refused naming the slice, the
-dylib and why, nothing written; a glob that matches nothing is an error for a named
-file and a note in a directory walk; --dry-run writes nothing.
+identical edit is byte-identical with every record 'already'; archive members are
+edited as on their own; --change OLD NEW with --weak-link matching NEW (and not
+OLD) equals the relink renamed by llvm-install-name-tool-16; a re-exported, a
+flat-namespace and an upward dependency are refused naming the slice, the dylib and
+why, nothing written; a glob that matches nothing is an error for a named file and
+a note in a directory walk; --dry-run writes nothing.
 Usage: test_edit_weak_link.py MACHOFIX PTE_WRITER WORK_DIR
 """
 import dataclasses
@@ -23,6 +24,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -165,6 +167,28 @@ def pte(machofix, pte_writer, cases, work):
                f"{name}.pte: a second identical weak link: byte-identical, every record 'already'", result)
 
 
+def archive(machofix, pte_writer, cases, work):
+    """A tar with a .pte and a thin image: each member weak-linked as on its own."""
+    source, _, globs = cases.pair("weak_link_arm64_chained")
+    model, tar_in, tar_out = work / "member.pte", work / "models.tar", work / "models.out.tar"
+    subprocess.run([str(pte_writer), "wrap", str(source), str(model), "hash"], check=True, capture_output=True)
+    with tarfile.open(tar_in, "w") as tar:
+        tar.add(model, "m/model.pte")
+        tar.add(source, "m/model.dylib")
+    weak_args = [a for glob in globs for a in ("--weak-link", glob)]
+    result = run(machofix, "edit", tar_in, "-o", tar_out, *weak_args)
+    expect(result.returncode == 0, "archive: edited", result)
+    if result.returncode != 0:
+        return
+    alone_pte, alone_dylib = work / "member.alone.pte", work / "member.alone.dylib"
+    run(machofix, "edit", model, "-o", alone_pte, *weak_args)
+    run(machofix, "edit", source, "-o", alone_dylib, *weak_args)
+    with tarfile.open(tar_out) as tar:
+        members = tar.extractfile("m/model.pte").read(), tar.extractfile("m/model.dylib").read()
+    expect(members == (alone_pte.read_bytes(), alone_dylib.read_bytes()) and members[1] != source.read_bytes(),
+           "archive: each member is byte-identical to the file weak-linked on its own")
+
+
 def with_change(machofix, cases, work):
     """--change OLD NEW --weak-link GLOB: the glob matches NEW, the name after --change."""
     base = cases.by_name["weak_link_arm64_chained"]
@@ -259,6 +283,7 @@ def main():
         thin(machofix, cases, work)
         universal(machofix, cases, work)
         pte(machofix, pte_writer, cases, work)
+        archive(machofix, pte_writer, cases, work)
         with_change(machofix, cases, work)
         refusals_and_notes(machofix, cases, work)
     except (relink.Failure, relink.imports.ReaderError) as exc:

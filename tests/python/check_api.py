@@ -309,7 +309,8 @@ def check_contract(fixtures, work):
 
 def check_edit(fixtures, pte_writer, work):
     """edit(): the command line's report and bytes, on a thin dylib and a .pte; the
-    pairs of change=/rpath= as a mapping and as tuples; an edit matching nothing raises."""
+    pairs of change=/rpath= as a mapping and as tuples; weak_link= after change=; an edit
+    matching nothing raises."""
     pte = os.path.join(work, "edit-model.pte")
     subprocess.run([pte_writer, "wrap", os.path.join(fixtures, "all_used_arm64_chained.in"), pte], check=True)
     cases = [
@@ -321,6 +322,9 @@ def check_edit(fixtures, pte_writer, work):
         (os.path.join(fixtures, "contract_rpaths_arm64_chained.in"),
          ["--rpath", "/opt/llvm-openmp/lib", "@loader_path/omp", "--delete-rpath", "@loader_path/../lib"],
          {"rpath": {"/opt/llvm-openmp/lib": "@loader_path/omp"}, "delete_rpath": ["@loader_path/../lib"]}),
+        (os.path.join(fixtures, "all_used_arm64_chained.in"),
+         ["--change", "/opt/llvm-openmp/lib/libomp.dylib", "@rpath/libomp.dylib", "--weak-link", "@rpath/libomp.dylib"],
+         {"change": {"/opt/llvm-openmp/lib/libomp.dylib": "@rpath/libomp.dylib"}, "weak_link": ["@rpath/libomp.dylib"]}),
     ]
     for index, (path, options, kwargs) in enumerate(cases):
         name = os.path.basename(path)
