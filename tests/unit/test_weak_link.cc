@@ -6,6 +6,7 @@
 // -weak_library.
 #include <doctest/doctest.h>
 
+#include "core/edit.h"
 #include "core/error.h"
 #include "core/imports.h"
 #include "core/macho.h"
@@ -322,5 +323,61 @@ TEST_SUITE("weak link") {
     spoiled.push_back(0);
     refused(spoiled, "the slice grew");
     refused(built.image.bytes, "nothing done");
+  }
+}
+
+TEST_SUITE("edit --weak-link: plan_weak_link_edit") {
+  TEST_CASE("a record per matching dylib; 'already' on a second run; the ordinals to change") {
+    DyldInfoImage built = dyld_info_image();
+    MachO image = parse_macho(built.image.view());
+    ImportScan scan = scan_imports(image);
+    EditOptions options;
+    options.weak_link = {"libfoo.dylib"};
+    WeakLinkEdit stage = plan_weak_link_edit(image, scan, options);
+    REQUIRE(stage.records.size() == 1);
+    CHECK(stage.records[0].kind == "weak-link");
+    CHECK(stage.records[0].old_value == kFoo);
+    CHECK(stage.records[0].status == "applied");
+    CHECK(stage.ordinals == std::vector<int>{2});
+    std::vector<uint8_t> after = apply_weak_link(image, scan, stage.ordinals);
+    MachO again = parse_macho(Bytes(after.data(), after.size()));
+    WeakLinkEdit second = plan_weak_link_edit(again, scan_imports(again), options);
+    REQUIRE(second.records.size() == 1);
+    CHECK(second.records[0].status == "already");
+    CHECK(second.ordinals.empty());
+  }
+
+  TEST_CASE("a glob that matches nothing: an error, or a note (unmatched_is_note); the message says after --change") {
+    DyldInfoImage built = dyld_info_image();
+    MachO image = parse_macho(built.image.view());
+    ImportScan scan = scan_imports(image);
+    EditOptions options;
+    options.weak_link = {"libnothere*"};
+    CHECK_THROWS_WITH_AS(plan_weak_link_edit(image, scan, options),
+                         "--weak-link 'libnothere*': no dependent dylib's install name matches 'libnothere*'", Error);
+    options.change = {{"libfoo.dylib", "@rpath/libbar.dylib"}};
+    CHECK_THROWS_WITH_AS(plan_weak_link_edit(image, scan, options), doctest::Contains("(after --change)"), Error);
+    options.unmatched_is_note = true;
+    WeakLinkEdit stage = plan_weak_link_edit(image, scan, options);
+    REQUIRE(stage.records.size() == 1);
+    CHECK(stage.records[0].old_value == "libnothere*");
+    CHECK(stage.records[0].status == "no match");
+    CHECK(stage.ordinals.empty());
+  }
+
+  TEST_CASE("a refused dylib is a refusal (exit 2) naming the glob, the dylib, its ordinal and why") {
+    Image built = MachOBuilder().load_dylib(kSystem).upward_dylib(kFoo).build();
+    MachO image = parse_macho(built.view());
+    EditOptions options;
+    options.weak_link = {"libfoo*"};
+    options.unmatched_is_note = true;  // a refusal is never a note
+    try {
+      plan_weak_link_edit(image, scan_imports(image), options);
+      FAIL("not refused");
+    } catch (const Error& error) {
+      CHECK(error.refusal());
+      CHECK(std::string(error.what()).find("--weak-link 'libfoo*': cannot weak-link '@rpath/libfoo.dylib' (dylib ordinal 2): "
+                                           "upward dependency") != std::string::npos);
+    }
   }
 }
