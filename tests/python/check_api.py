@@ -10,6 +10,7 @@ what `prune FILE -o OUT` writes; errors raise MachofixError with machofix's mess
 and status.
 Usage: check_api.py MACHOFIX PTE_WRITER FIXTURE_DIR WORK_DIR [SAMPLES_DIR]
 """
+import contextlib
 import dataclasses
 import json
 import os
@@ -128,18 +129,28 @@ def check_reports(inputs):
             "verify([a directory], jobs=)")
 
 
+@contextlib.contextmanager
+def twin_directories(path, label):
+    """Two directories, cli/ and api/, each with a copy of `path`; the block runs in
+    api/ and gets both (so that reports, which name files as given, are the same)."""
+    twins = [os.path.join(label, side) for side in ("cli", "api")]
+    for twin in twins:
+        os.makedirs(twin)
+        shutil.copy(path, twin)
+    original = os.getcwd()
+    try:
+        os.chdir(twins[1])
+        yield twins
+    finally:
+        os.chdir(original)
+
+
 def check_prune(inputs, work):
     """prune and sign, -o, in place and dry runs, in two twin directories so that the
     reports (which name the files as given) are the same."""
     for index, path in enumerate(inputs):
         name = os.path.basename(path)
-        twins = [os.path.join(work, f"prune{index}", side) for side in ("cli", "api")]
-        for twin in twins:
-            os.makedirs(twin)
-            shutil.copy(path, twin)
-        original = os.getcwd()
-        try:
-            os.chdir(twins[1])
+        with twin_directories(path, os.path.join(work, f"prune{index}")) as twins:
             for options, kwargs in ((["-o", "out"], {"output": "out"}), (["--dry-run"], {"dry_run": True}),
                                     (["-o", "only", "--only", "*libomp*"], {"output": "only", "only": "*libomp*"}),
                                     (["--in-place", "--backup", ".orig"], {"in_place": True, "backup": ".orig"})):
@@ -148,8 +159,6 @@ def check_prune(inputs, work):
             if os.path.exists("only"):
                 compare(lambda: machofix.sign("only", output="signed"), ("sign", "--json", "-", "-o", "signed", "only"),
                         f"sign(prune({name}), output=)", cwd=twins[0], translate=twins)
-        finally:
-            os.chdir(original)
         written = sorted(os.listdir(twins[0]))
         expect(written == sorted(os.listdir(twins[1])) and
                all(read(os.path.join(twins[0], n)) == read(os.path.join(twins[1], n)) for n in written),
@@ -328,20 +337,13 @@ def check_edit(fixtures, pte_writer, work):
     ]
     for index, (path, options, kwargs) in enumerate(cases):
         name = os.path.basename(path)
-        twins = [os.path.join(work, f"edit{index}", side) for side in ("cli", "api")]
-        for twin in twins:
-            os.makedirs(twin)
-            shutil.copy(path, twin)
-        original = os.getcwd()
-        try:
-            os.chdir(twins[1])
+        with twin_directories(path, os.path.join(work, f"edit{index}")) as twins:
             compare(lambda: machofix.edit(name, output="out", **kwargs), ("edit", "--json", "-", "-o", "out", *options, name),
                     f"edit({name}, {kwargs})", cwd=twins[0], translate=twins)
             report = machofix.edit(name, dry_run=True, **kwargs)
             applied = [e.kind for f in report.files for s in _slices(f) for e in s.edits if e.status == "applied"]
-            expect(set(applied) == {k.replace("_", "-") for k in kwargs}, f"edit({name}, dry_run=True): slice.edits lists each edit applied ({applied})")
-        finally:
-            os.chdir(original)
+            expect(set(applied) == {k.replace("_", "-") for k in kwargs},
+                   f"edit({name}, dry_run=True): slice.edits lists each edit applied ({applied})")
         expect(read(os.path.join(twins[0], "out")) == read(os.path.join(twins[1], "out")),
                f"edit({name}): the file written is the command line's, byte for byte")
     raises(lambda: machofix.edit(cases[0][0], dry_run=True, change={"*libgomp*": "@rpath/libgomp.dylib"}), 2,
