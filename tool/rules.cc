@@ -96,7 +96,7 @@ std::string symbol_list(const std::vector<std::string>& symbols) {
 
 // The forbidden dependency's finding: what removal would do, or why it is not the repair.
 std::string forbidden_message(const Finding& finding) {
-  std::string message = dependency_phrase(finding) + ", which --forbid '" + finding.glob + "' forbids";
+  std::string message = dependency_phrase(finding) + ", which the forbid glob '" + finding.glob + "' matches (--forbid or the contract)";
   size_t count = finding.symbols.size();
   if (count)
     return message + "; it is used (" + std::to_string(count) + (count == 1 ? " symbol: " : " symbols: ") +
