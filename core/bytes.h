@@ -30,6 +30,9 @@ class Bytes {
   Bytes() = default;
   Bytes(const uint8_t* data, uint64_t size, uint64_t base = 0) : data_(data), size_(size), base_(base) {}
   explicit Bytes(const std::vector<uint8_t>& v, uint64_t base = 0) : Bytes(v.data(), v.size(), base) {}
+  // A view of a temporary would dangle as soon as the statement ends (a parsed MachO
+  // keeps its Bytes): keep the vector in a variable.
+  explicit Bytes(std::vector<uint8_t>&& v, uint64_t base = 0) = delete;
 
   const uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }

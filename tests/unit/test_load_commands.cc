@@ -87,7 +87,8 @@ TEST_CASE("the area grows into the header padding and no further: the refusal na
   std::string path(room - macho::kRpathCommandSize - 1, 'p');
   fits.insert(fits.size(), rpath_command(path));
   CHECK(fits.sizeofcmds() == image.sizeofcmds + room);
-  CHECK(parse_macho(Bytes(written(image, fits))).rpaths.at(0).path == path);
+  std::vector<uint8_t> fitted = written(image, fits);
+  CHECK(parse_macho(Bytes(fitted)).rpaths.at(0).path == path);
   LoadCommandList too_big(image);
   too_big.insert(too_big.size(), rpath_command(path + "12345678"));
   std::string problem = refusal_of(image, too_big);
@@ -109,7 +110,8 @@ TEST_CASE("plan_edit: install_name_tool's order, 'already' for a satisfied edit,
   CHECK(plan.records[1].kind == "change");
   CHECK(plan.records[1].old_value == kOmp);
   CHECK(plan.records[2].kind == "add-rpath");
-  MachO after = parse_macho(Bytes(apply_edit(image, plan)));
+  std::vector<uint8_t> edited_bytes = apply_edit(image, plan);
+  MachO after = parse_macho(Bytes(edited_bytes));
   CHECK(after.dylibs[1].install_name == "@rpath/libomp.dylib");
   CHECK(after.id_name == "@rpath/m.dylib");
   REQUIRE(after.rpaths.size() == 1);
@@ -122,7 +124,8 @@ TEST_CASE("plan_edit: install_name_tool's order, 'already' for a satisfied edit,
   // --rpath onto an rpath that is there already; --delete-rpath and --change with no match.
   EditOptions duplicate;
   duplicate.add_rpath = {"/b"};
-  MachO two = parse_macho(Bytes(apply_edit(edited, plan_edit(edited, duplicate))));
+  std::vector<uint8_t> with_b = apply_edit(edited, plan_edit(edited, duplicate));
+  MachO two = parse_macho(Bytes(with_b));
   duplicate = {};
   duplicate.rpath = {{"/b", "@loader_path"}};
   CHECK_THROWS_WITH_AS(plan_edit(two, duplicate), "--rpath '/b' '@loader_path': would duplicate the LC_RPATH '@loader_path'",
