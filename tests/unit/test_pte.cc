@@ -584,7 +584,8 @@ TEST_CASE("renewed keys: inline payloads, and one blob shared by two methods") {
   check_rewrite(input, rewrite, resize_by(0), true);
 
   pte_test::Spec method_keys = pte_test::aoti_spec(pte_test::Keys::Method, {{"forward", &forward, 1}, {"decode", &forward, 2}});
-  PteReport report = inspect_pte(Bytes(pte_test::build(method_keys)));
+  std::vector<uint8_t> program = pte_test::build(method_keys);
+  PteReport report = inspect_pte(Bytes(program));
   REQUIRE(report.blobs.size() == 1);
   CHECK(report.blobs[0].keys == std::vector<std::string>{"forward_so_blob", "decode_so_blob"});
 }
@@ -689,7 +690,8 @@ TEST_CASE("corrupted files written by the writer: bad index, segment past the en
   Failure failure = repair_failure(pte_test::build(bad_index));
   CHECK(failure.text.find("named data 'forward_so_blob': offset") != std::string::npos);
   CHECK(failure.text.find("segment_index 9 is out of range (3 segments)") != std::string::npos);
-  CHECK(failure.offset == read_container(Bytes(pte_test::build(spec))).named[0].table_at);
+  std::vector<uint8_t> program = pte_test::build(spec);
+  CHECK(failure.offset == read_container(Bytes(program)).named[0].table_at);
 
   pte_test::Spec past_end = spec;
   past_end.header_length = 24;  // no segment_data_size: only the segment itself can tell
@@ -714,7 +716,8 @@ TEST_CASE("a Mach-O segment that is also the Program's constant segment is refus
   // the format allows it).
   static const std::vector<uint8_t> forward = fake_macho(20000, 1);
   pte_test::Spec spec = pte_test::aoti_spec(pte_test::Keys::Method, {{"forward", &forward, 1}});
-  uint32_t blob = read_container(Bytes(pte_test::build(spec))).named.at(0).segment_index;
+  std::vector<uint8_t> program = pte_test::build(spec);
+  uint32_t blob = read_container(Bytes(program)).named.at(0).segment_index;
   spec.constant_segment_index = blob;
   std::vector<uint8_t> input = pte_test::build(spec);
   Failure failure = repair_failure(input, resize_by(0));  // also checks that nothing is left but the input
