@@ -152,17 +152,28 @@ RewriteKind rewrite_kind(Operation operation) {
   return operation == Operation::Sign ? RewriteKind::Sign : operation == Operation::Edit ? RewriteKind::Edit : RewriteKind::Prune;
 }
 
+// A rewrite's progress, in passes over the file: judging it (its signature checked,
+// every page hashed), rewriting it (the new signature made and checked: two more),
+// writing it. Each pass ends at its mark even where it hashed nothing (an unsigned
+// input), so that the line moves whatever the file.
+constexpr uint64_t kJudgedPasses = 1, kRewrittenPasses = 3, kAllPasses = 4;
+
 void run_macho(const MappedFile& input, Operation operation, const JobOptions& options, FileReport& report) {
   RepairOptions repair = options.repair;
   // Standard input has no file name to name a new signature after.
   if (repair.file_name.empty() && !is_standard_stream(input.path())) repair.file_name = base_name(input.path());
   if (operation == Operation::Inspect) {
+    ProgressMeter progress(options.repair.progress, input.size());  // the input's pages hashed
+    ProgressScope counting(&progress);
     report.macho = inspect_macho(input.bytes(), repair);
     report.status = "inspected";
     return;
   }
+  ProgressMeter progress(options.repair.progress, kAllPasses * input.size());
+  ProgressScope counting(&progress);  // the pages hashed count
   // Every decision that refuses the file is taken here, before any rewriting work.
   MachORewrite rewrite(input.bytes(), repair, rewrite_kind(operation));
+  progress.reach(kJudgedPasses * input.size());
   check_output_directory(options);
   // A pruned or edited file is re-read by LIEF: load it while this one is rewritten.
   std::optional<LiefPreload> preload;
@@ -174,9 +185,7 @@ void run_macho(const MappedFile& input, Operation operation, const JobOptions& o
   // -o always produces a file (an identical copy when nothing changed); in place only when needed.
   std::string target = output_target(input, options);
   if (target.empty() || (options.in_place && !changed)) return;
-  // The work so far (reading, pruning, verifying) counts as much as the writing.
-  ProgressMeter progress(options.repair.progress, input.size() + result.output.size());
-  progress.add(input.size());
+  progress.reach(kRewrittenPasses * input.size());
   Backup backup(target, options);
   write_file_atomically(target, result.output, input.mode(), options.in_place, &progress);
   backup.keep_if(true, report);

@@ -9,6 +9,8 @@ namespace {
 // Often enough for a line redrawn ten times a second, rarely enough to cost nothing.
 constexpr uint64_t kReportStep = 4ull << 20;
 
+thread_local ProgressMeter* current_meter = nullptr;
+
 }  // namespace
 
 ProgressMeter::ProgressMeter(ByteProgress report, uint64_t total)
@@ -23,5 +25,16 @@ void ProgressMeter::add(uint64_t bytes) {
   if (done < next || !next_report_.compare_exchange_strong(next, done + step_)) return;
   report_(std::min(done, total_), total_);
 }
+
+void ProgressMeter::reach(uint64_t done) {
+  uint64_t now = done_.load();
+  if (now < done) add(done - now);
+}
+
+ProgressScope::ProgressScope(ProgressMeter* meter) : previous_(current_meter) { current_meter = meter; }
+
+ProgressScope::~ProgressScope() { current_meter = previous_; }
+
+ProgressMeter* ProgressScope::current() { return current_meter; }
 
 }  // namespace machofix

@@ -1,6 +1,7 @@
 // Progress of the work on one file, for front ends that show it (tool/progress.h):
 // the copy and comparison loops of a .pte rewrite and the writing of a Mach-O file
-// report the bytes they have done, a few MiB at a time.
+// report the bytes they have done, a few MiB at a time, and so does the hashing of
+// pages when a signature is checked or made.
 #pragma once
 
 #include <atomic>
@@ -19,6 +20,9 @@ class ProgressMeter {
  public:
   ProgressMeter(ByteProgress report, uint64_t total);
   void add(uint64_t bytes);
+  // Raises the count to at least `done`: a stage whose bytes were not all counted
+  // is over. Not for several threads at once.
+  void reach(uint64_t done);
 
  private:
   ByteProgress report_;
@@ -26,6 +30,21 @@ class ProgressMeter {
   uint64_t step_;
   std::atomic<uint64_t> done_{0};
   std::atomic<uint64_t> next_report_;
+};
+
+// The meter the calling thread's work counts towards, for the long loops deep
+// below a job (hashing every page: core/sha.h) that would otherwise each need a
+// parameter for it. A job sets it for its duration; nullptr when no one listens.
+class ProgressScope {
+ public:
+  explicit ProgressScope(ProgressMeter* meter);
+  ~ProgressScope();
+  ProgressScope(const ProgressScope&) = delete;
+  ProgressScope& operator=(const ProgressScope&) = delete;
+  static ProgressMeter* current();
+
+ private:
+  ProgressMeter* previous_;
 };
 
 }  // namespace machofix

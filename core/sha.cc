@@ -1,5 +1,7 @@
 #include "core/sha.h"
 
+#include "core/progress.h"
+
 #if defined(__APPLE__)
 // macOS: CommonCrypto, part of libSystem, so there is no crypto library to ship.
 #include <CommonCrypto/CommonDigest.h>
@@ -17,6 +19,7 @@
 #include <algorithm>
 #include <exception>
 #include <thread>
+#include <utility>
 
 namespace machofix {
 
@@ -60,14 +63,20 @@ bool digest(uint8_t hash_type, const uint8_t* data, size_t size, uint8_t* out) {
 // Below this many pages a second thread costs more than it saves.
 constexpr uint64_t kPagesPerThreadMinimum = 256;
 
+// `progress`, if any, hears of the bytes hashed every kPagesPerReport pages.
 void hash_page_range(const Bytes& code, uint64_t page_size, uint8_t hash_type, uint64_t first, uint64_t end,
-                     std::vector<uint8_t>& out) {
+                     std::vector<uint8_t>& out, ProgressMeter* progress) {
+  constexpr uint64_t kPagesPerReport = 64;
   Hasher hasher(hash_type);
+  uint64_t unreported = 0;
   for (uint64_t page = first; page < end; ++page) {
     uint64_t start = page * page_size;
     uint64_t length = std::min(page_size, code.size() - start);
     hasher.hash(code.sub(start, length, "code page"), out.data() + page * hasher.size());
+    unreported += length;
+    if (progress && (page - first) % kPagesPerReport == kPagesPerReport - 1) progress->add(std::exchange(unreported, 0));
   }
+  if (progress && unreported) progress->add(unreported);
 }
 
 }  // namespace
@@ -112,10 +121,11 @@ std::vector<uint8_t> hash_pages(const Bytes& code, uint64_t page_size, uint8_t h
   if (page_size == 0) fail("internal error: page size 0");
   uint64_t pages = code.size() / page_size + (code.size() % page_size != 0);
   std::vector<uint8_t> out(pages * stored_hash_size(hash_type));
+  ProgressMeter* progress = ProgressScope::current();  // the second thread has none of its own
   bool two_threads = threads == 0 ? pages >= 2 * kPagesPerThreadMinimum && std::thread::hardware_concurrency() >= 2
                                   : threads >= 2 && pages >= 2;
   if (!two_threads) {
-    hash_page_range(code, page_size, hash_type, 0, pages, out);
+    hash_page_range(code, page_size, hash_type, 0, pages, out, progress);
     return out;
   }
   // Each thread writes its own slots of `out`; no page is shared.
@@ -123,14 +133,14 @@ std::vector<uint8_t> hash_pages(const Bytes& code, uint64_t page_size, uint8_t h
   std::exception_ptr second_failure;
   std::thread second([&] {
     try {
-      hash_page_range(code, page_size, hash_type, middle, pages, out);
+      hash_page_range(code, page_size, hash_type, middle, pages, out, progress);
     } catch (...) {
       second_failure = std::current_exception();
     }
   });
   std::exception_ptr first_failure;
   try {
-    hash_page_range(code, page_size, hash_type, 0, middle, out);
+    hash_page_range(code, page_size, hash_type, 0, middle, out, progress);
   } catch (...) {
     first_failure = std::current_exception();
   }
