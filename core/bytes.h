@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/endian.h"
 #include "core/error.h"
 
 namespace machofix {
@@ -49,6 +50,13 @@ class Bytes {
   uint32_t be32(uint64_t offset, const char* what = "32-bit value") const { return __builtin_bswap32(u32(offset, what)); }
   uint64_t be64(uint64_t offset, const char* what = "64-bit value") const { return __builtin_bswap64(u64(offset, what)); }
 
+  // An on-disk structure (core/endian.h, core/macho_structs.h) at `offset`, copied.
+  template <typename T>
+  T get(uint64_t offset, const char* what) const {
+    static_assert(kOnDiskStructure<T>, "declare the structure with core/endian.h's integers");
+    return read<T>(offset, what);
+  }
+
   // A NUL-terminated string starting at offset and ending inside the view.
   std::string_view cstr(uint64_t offset, const char* what) const;
   // A fixed-size char field (segment names): up to the first NUL or `length` bytes.
@@ -61,7 +69,7 @@ class Bytes {
   T read(uint64_t offset, const char* what) const {
     require(offset, sizeof(T), what);
     T value;
-    std::memcpy(&value, data_ + offset, sizeof(T));  // little-endian host (x86_64, arm64)
+    std::memcpy(&value, data_ + offset, sizeof(T));  // little-endian host (core/endian.h)
     return value;
   }
 
@@ -115,5 +123,11 @@ void put_u64(std::vector<uint8_t>& out, uint64_t offset, uint64_t value);
 void put_be32(std::vector<uint8_t>& out, uint64_t offset, uint32_t value);
 void put_be64(std::vector<uint8_t>& out, uint64_t offset, uint64_t value);
 void put_bytes(std::vector<uint8_t>& out, uint64_t offset, const uint8_t* data, uint64_t length);
+// An on-disk structure written whole at `offset`.
+template <typename T>
+void put(std::vector<uint8_t>& out, uint64_t offset, const T& value) {
+  static_assert(kOnDiskStructure<T>, "declare the structure with core/endian.h's integers");
+  put_bytes(out, offset, reinterpret_cast<const uint8_t*>(&value), sizeof value);
+}
 
 }  // namespace machofix

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "core/bytes.h"
+#include "core/macho_structs.h"
 
 using namespace machofix;
 
@@ -112,4 +113,25 @@ TEST_CASE("checked arithmetic") {
   CHECK(error_of([] { checked_mul(UINT64_MAX / 2, 3, 0, "count"); }) != "");
   CHECK(fits(0, 0, 0));
   CHECK(!fits(1, UINT64_MAX, 10));
+}
+
+TEST_CASE("on-disk structures: the file's byte order, the declared layout, bounds-checked") {
+  std::vector<uint8_t> file(64, 0);
+  put_u32(file, 16, 7);      // mach_header_64.ncmds
+  put_be32(file, 40, 0x1234);  // a fat_arch's offset, big-endian, at 32 + 8
+  Bytes bytes(file);
+  macho::MachHeader64 header = bytes.get<macho::MachHeader64>(0, "header");
+  CHECK(header.ncmds == 7);
+  header.sizeofcmds = 0x01020304;
+  put(file, 0, header);
+  CHECK(bytes.u32(20) == 0x01020304);
+  CHECK(file[20] == 0x04);  // little-endian on disk
+  macho::FatArch arch = bytes.get<macho::FatArch>(32, "fat_arch");
+  CHECK(arch.offset == 0x1234);
+  arch.size = 0xa0b0c0d0;
+  put(file, 32, arch);
+  CHECK(file[44] == 0xa0);  // big-endian on disk
+  CHECK(bytes.be32(44) == 0xa0b0c0d0);
+  CHECK_THROWS_WITH_AS(bytes.get<macho::SegmentCommand64>(8, "segment"), doctest::Contains("segment"), Error);
+  CHECK_THROWS_AS(put(file, 40, header), Error);
 }
