@@ -10,6 +10,8 @@
 #include <type_traits>
 
 #include "core/macho.h"
+#include "core/pte_container.h"
+#include "core/sha.h"
 #include "flat_tensor_generated.h"
 #include "program_generated.h"
 

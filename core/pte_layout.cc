@@ -1,22 +1,13 @@
-// Where segments go when a blob changes size, and content hashes.
+// Where segments go when a blob changes size.
+#include "core/pte_layout.h"
+
 #include <algorithm>
 #include <numeric>
+#include <string>
 
-#include "core/pte.h"
-#include "core/sha.h"
+#include "core/error.h"
 
 namespace machofix {
-
-std::string sha256_hex(const Bytes& bytes) {
-  std::vector<uint8_t> digest = Hasher(kHashSha256).hash(bytes);
-  static const char digits[] = "0123456789abcdef";
-  std::string text;
-  for (size_t i = 0; i < digest.size(); ++i) {
-    text += digits[digest[i] >> 4];
-    text += digits[digest[i] & 15];
-  }
-  return text;
-}
 
 namespace {
 

@@ -150,4 +150,15 @@ std::vector<uint8_t> hash_pages(const Bytes& code, uint64_t page_size, uint8_t h
   return out;
 }
 
+std::string sha256_hex(const Bytes& bytes) {
+  std::vector<uint8_t> digest = Hasher(kHashSha256).hash(bytes);
+  static const char digits[] = "0123456789abcdef";
+  std::string text;
+  for (size_t i = 0; i < digest.size(); ++i) {
+    text += digits[digest[i] >> 4];
+    text += digits[digest[i] & 15];
+  }
+  return text;
+}
+
 }  // namespace machofix

@@ -28,6 +28,9 @@ uint8_t stored_hash_size(uint8_t hash_type);
 // "sha1", "sha256", "sha256-truncated", "sha384", or "hash type N".
 std::string hash_type_name(uint8_t hash_type);
 
+// SHA-256 of the bytes, lowercase hex (a .pte's content-hash keys).
+std::string sha256_hex(const Bytes& bytes);
+
 class Hasher {
  public:
   explicit Hasher(uint8_t hash_type);  // an Error for an unknown type

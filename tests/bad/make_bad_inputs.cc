@@ -50,6 +50,7 @@
 
 #if __has_include("core/pte.h")
 #include "core/pte.h"
+#include "core/pte_container.h"
 #define BAD_HAVE_PTE 1
 #else
 #define BAD_HAVE_PTE 0

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/pte.h"
+#include "core/sha.h"
 #include "flat_tensor_generated.h"
 #include "program_generated.h"
 

@@ -19,6 +19,7 @@
 #include "core/macho_format.h"
 #include "core/macho_repair.h"
 #include "core/pte.h"
+#include "core/pte_container.h"
 #include "fuzz/sample_images.h"
 #include "tests/support/macho_builder.h"
 

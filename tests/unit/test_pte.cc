@@ -20,6 +20,9 @@
 #include <iterator>
 
 #include "core/pte.h"
+#include "core/pte_container.h"
+#include "core/pte_layout.h"
+#include "core/sha.h"
 #include "tests/pte/pte_writer.h"
 
 using namespace machofix;
