@@ -1,11 +1,13 @@
 #!/bin/sh
-# Links an arm64 dylib of about KIBIBYTES KiB, as ld64.lld-16 signs it (ad hoc, linker
-# style), with an unused libomp for prune to remove: the input of the Mach-O benchmarks.
+# Links a dylib of about KIBIBYTES KiB (arm64 unless ARCH says x86_64), as ld64.lld-16
+# signs it (ad hoc, linker style), with an unused libomp for prune to remove: the input
+# of the Mach-O benchmarks.
 #
-#   bench/make_big_dylib.sh OUT KIBIBYTES
+#   bench/make_big_dylib.sh OUT KIBIBYTES [ARCH]
 set -eu
-out=${1:?usage: make_big_dylib.sh OUT KIBIBYTES}
-kibibytes=${2:?usage: make_big_dylib.sh OUT KIBIBYTES}
+out=${1:?usage: make_big_dylib.sh OUT KIBIBYTES [ARCH]}
+kibibytes=${2:?usage: make_big_dylib.sh OUT KIBIBYTES [ARCH]}
+arch=${3:-arm64}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
@@ -22,9 +24,9 @@ for lib in "libSystem /usr/lib/libSystem.B.dylib _malloc, dyld_stub_binder" \
   set -- $lib
   name=$1 install=$2
   shift 2
-  printf -- "--- !tapi-tbd\ntbd-version: 4\ntargets: [ arm64-macos ]\ninstall-name: '%s'\nexports:\n  - targets: [ arm64-macos ]\n    symbols: [ %s ]\n...\n" \
-    "$install" "$*" >"$name.tbd"
+  printf -- "--- !tapi-tbd\ntbd-version: 4\ntargets: [ %s-macos ]\ninstall-name: '%s'\nexports:\n  - targets: [ %s-macos ]\n    symbols: [ %s ]\n...\n" \
+    "$arch" "$install" "$arch" "$*" >"$name.tbd"
 done
-clang-16 -target arm64-apple-macos11 -O2 -c big.c -o big.o
-ld64.lld-16 -arch arm64 -platform_version macos 11.0 11.0 -dylib -install_name @rpath/big.dylib \
+clang-16 -target "$arch"-apple-macos11 -O2 -c big.c -o big.o
+ld64.lld-16 -arch "$arch" -platform_version macos 11.0 11.0 -dylib -install_name @rpath/big.dylib \
   big.o libSystem.tbd libomp.tbd -o "$out"

@@ -17,6 +17,11 @@ measurements in its places (--check: the committed file is exactly that). Parts:
  - refusals: `machofix prune` of a dylib whose __text was changed after signing, and
    of an identity-signed one (no --adhoc), both refused, against `machofix verify`
    of the same file (target: about 1x: every refusal is decided before any rewriting);
+ - cost (issue 15): prune -o / --in-place / --dry-run, sign -o and edit -o of thin,
+   universal and .pte-embedded dylibs of 1 MB .. 500 MB: peak RSS against 64 MiB +
+   2x __LINKEDIT, time against llvm-install-name-tool-16 -add_rpath and cp + sha256sum;
+ - many: 1,000 small models (the AOTI sample .pte and a 100 KB dylib each), --jobs 1
+   and 2, files per second;
  - startup: `machofix --version`, `verify` and `prune -o` of a 100 KB dylib, against
    /bin/true;
  - shared: .pte files of 1 and 4 GiB on XFS (a loop device: needs root) with -o and
@@ -252,6 +257,99 @@ def bench_shared(machofix, pte_writer, work, sizes_mb, runs):
     return rows
 
 
+def linkedit_bytes(path):
+    """The largest __LINKEDIT (file size) among the file's slices, as llvm-otool-16 reads it."""
+    listing = subprocess.run(["llvm-otool-16", "-l", path], capture_output=True, text=True, check=True).stdout
+    sizes = [int(m) for m in re.findall(r"segname __LINKEDIT\n(?:.*\n)*?\s+filesize (\d+)", listing)]
+    return max(sizes)
+
+
+def cost_inputs(pte_writer, work, size_kib):
+    """(what, path, linkedit bytes) of a thin dylib, a universal one (x86_64 + arm64,
+    half the size each) and a .pte holding the thin one as its AOTI blob."""
+    thin = os.path.join(work, f"cost-{size_kib}k.dylib")
+    subprocess.run([os.path.join(ROOT, "bench", "make_big_dylib.sh"), thin, str(size_kib)], check=True)
+    halves = [os.path.join(work, f"cost-half-{arch}.dylib") for arch in ("x86_64", "arm64")]
+    for half, arch in zip(halves, ("x86_64", "arm64")):
+        subprocess.run([os.path.join(ROOT, "bench", "make_big_dylib.sh"), half, str(size_kib // 2), arch], check=True)
+    universal = os.path.join(work, f"cost-{size_kib}k-universal.dylib")
+    subprocess.run(["llvm-lipo-16", "-create", *halves, "-output", universal], check=True)
+    for half in halves:
+        os.unlink(half)
+    pte = os.path.join(work, f"cost-{size_kib}k.pte")
+    subprocess.run([pte_writer, "wrap", thin, pte], check=True, capture_output=True)
+    return [("thin", thin, linkedit_bytes(thin)), ("universal", universal, linkedit_bytes(universal)),
+            (".pte", pte, linkedit_bytes(thin))]
+
+
+# The rewrites of issue 15's targets, in every mode; OUT and VICTIM are replaced by paths.
+COST_COMMANDS = [
+    ("prune -o", ["prune", "-q", "IN", "-o", "OUT"]),
+    ("prune --in-place", ["prune", "-q", "VICTIM", "--in-place"]),
+    ("prune --dry-run", ["prune", "-q", "IN", "--dry-run"]),
+    ("sign -o", ["sign", "-q", "IN", "-o", "OUT"]),
+    ("edit --add-rpath -o", ["edit", "-q", "IN", "-o", "OUT", "--add-rpath", "@loader_path/x"]),
+]
+
+
+def bench_cost(machofix, pte_writer, work, sizes_kib, runs):
+    """Peak memory and time of each rewrite against 64 MiB + 2x __LINKEDIT, against
+    llvm-install-name-tool-16 -add_rpath (the comparable rewrite) and cp + sha256sum."""
+    rows = []
+    for size in sizes_kib:
+        for container, source, linkedit in cost_inputs(pte_writer, work, size):
+            warm(source)
+            out, victim = os.path.join(work, "cost-out"), os.path.join(work, "cost-victim")
+            copy_in = lambda: shutil.copyfile(source, victim)  # noqa: E731
+            jobs = [([machofix] + [{"IN": source, "OUT": out, "VICTIM": victim}.get(a, a) for a in arguments],
+                     copy_in if "VICTIM" in arguments else None, removing(victim if "VICTIM" in arguments else out))
+                    for _, arguments in COST_COMMANDS]
+            # llvm-install-name-tool cannot read a .pte: its row is the thin file's.
+            if container != ".pte":
+                jobs.append((["llvm-install-name-tool-16", "-add_rpath", "@loader_path/x", victim], copy_in, removing(victim)))
+            jobs += [(["cp", source, out], None, removing(out)), (["sha256sum", source],)]
+            *ours, cp_time, sha = timed(*jobs, runs=runs)
+            if container != ".pte":
+                *ours, tool = ours
+            target = 64 + 2 * linkedit / (1 << 20)
+            reference = cp_time.median + sha.median
+            label = f"{os.path.getsize(source) / 1e6:,.0f} MB {container}"
+            for (what, _), timing in zip(COST_COMMANDS, ours):
+                versus_tool = timing.median / tool.median if container != ".pte" else None
+                rows.append((label, what, timing.median, timing.peak / 1024, target, versus_tool,
+                             timing.median / reference))
+            if container != ".pte":
+                rows.append((label, "llvm-install-name-tool-16 -add_rpath", tool.median, tool.peak / 1024, None, 1.0,
+                             tool.median / reference))
+            rows.append((label, "cp + sha256sum", reference, max(cp_time.peak, sha.peak) / 1024, None, None, 1.0))
+            os.unlink(source)
+    return rows
+
+
+def bench_many(machofix, pte_writer, work, count, runs):
+    """Many small models: the AOTI sample .pte and a 100 KB dylib each, files per second."""
+    tree = os.path.join(work, "many")
+    sample = os.path.join(work, "many-sample")
+    subprocess.run([os.path.join(ROOT, "samples", "aoti_metal", "build.sh"), sample, pte_writer], check=True,
+                   capture_output=True)
+    small = os.path.join(work, "many-small.dylib")
+    subprocess.run([os.path.join(ROOT, "bench", "make_big_dylib.sh"), small, "100"], check=True)
+    for index in range(count):
+        directory = os.path.join(tree, f"model{index:04d}")
+        os.makedirs(directory)
+        shutil.copy(os.path.join(sample, "metal_model.pte"), directory)
+        shutil.copy(small, os.path.join(directory, "kernels.dylib"))
+    rows, out, single = [], os.path.join(work, "many-out"), None
+    for jobs in (1, 2):
+        [run] = timed(([machofix, "prune", "-q", tree, "-o", out, "--jobs", str(jobs)],
+                       lambda: shutil.rmtree(out, ignore_errors=True)), runs=runs)
+        files_per_second = 2 * count / run.median
+        single = single or files_per_second
+        rows.append((jobs, 2 * count, run.median, files_per_second, files_per_second / single, run.peak / 1024))
+    shutil.rmtree(tree)
+    return rows
+
+
 # What each part's table looks like: its header and the format of each column.
 TABLES = {
     "pte": (["file", "cp s", "machofix s", "ratio", "ratio of best runs", "peak RSS MiB"],
@@ -265,6 +363,10 @@ TABLES = {
     "refusals": (["dylib", "verify (changed __text) s", "prune refused s", "ratio", "best", "verify (identity) s",
                   "prune refused s", "ratio", "best"],
                  ["{}", "{:.3f}", "{:.3f}", "{:.2f}x", "{:.2f}x", "{:.3f}", "{:.3f}", "{:.2f}x", "{:.2f}x"]),
+    "cost": (["input", "command", "s", "peak RSS MiB", "RSS target MiB", "vs install-name-tool", "vs cp + sha256sum"],
+             ["{}", "`{}`", "{:.3f}", "{:.0f}", "{:.0f}", "{:.2f}x", "{:.2f}x"]),
+    "many": (["--jobs", "files", "seconds", "files/s", "scaling", "peak RSS MiB"],
+             ["{}", "{}", "{:.2f}", "{:.0f}", "{:.2f}x", "{:.0f}"]),
 }
 NOT_MEASURED = "(not measured in the last run)"
 TEMPLATE = os.path.join(ROOT, "bench", "BENCHMARKS.md.in")
@@ -278,7 +380,7 @@ def table(part, rows):
     header, formats = TABLES[part]
     lines = [header_line(part), "|" + "---|" * len(header)]
     for row in rows:
-        lines.append("| " + " | ".join(f.format(v) for f, v in zip(formats, row)) + " |")
+        lines.append("| " + " | ".join("-" if v is None else f.format(v) for f, v in zip(formats, row)) + " |")
     return "\n".join(lines)
 
 
@@ -346,6 +448,9 @@ def main():
         "shared": lambda: bench_shared(machofix, pte_writer, work, [100] if arguments.quick else [1024, 4096], runs),
         "batch": lambda: bench_batch(machofix, pte_writer, work, 20 if arguments.quick else 100, runs),
         "refusals": lambda: bench_refusals(machofix, work, refusal_sizes, runs),
+        "cost": lambda: bench_cost(machofix, pte_writer, work, [1024, 10240] if arguments.quick else
+                                   [1024, 10240, 51200, 204800, 512000], runs),
+        "many": lambda: bench_many(machofix, pte_writer, work, 50 if arguments.quick else 1000, runs),
     }
     values = {}
     try:
