@@ -26,6 +26,7 @@
 #include <sys/clonefile.h>
 #endif
 
+#include "core/mapped_pages.h"
 namespace machofix {
 
 namespace {
@@ -173,9 +174,11 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   void* mapped = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd_, 0);
   if (mapped == MAP_FAILED) system_error("cannot map", path);
   data_ = static_cast<const uint8_t*>(mapped);
+  register_read_only_mapping(data_, size_);
 }
 
 MappedFile::~MappedFile() {
+  if (data_) unregister_read_only_mapping(data_);
   if (data_) munmap(const_cast<uint8_t*>(data_), size_);
   if (fd_ >= 0) ::close(fd_);
 }

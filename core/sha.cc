@@ -1,5 +1,6 @@
 #include "core/sha.h"
 
+#include "core/mapped_pages.h"
 #include "core/progress.h"
 
 #if defined(__APPLE__)
@@ -19,7 +20,6 @@
 #include <algorithm>
 #include <exception>
 #include <thread>
-#include <utility>
 
 namespace machofix {
 
@@ -63,20 +63,31 @@ bool digest(uint8_t hash_type, const uint8_t* data, size_t size, uint8_t* out) {
 // Below this many pages a second thread costs more than it saves.
 constexpr uint64_t kPagesPerThreadMinimum = 256;
 
-// `progress`, if any, hears of the bytes hashed every kPagesPerReport pages.
+// Pages hashed: `progress`, if any, hears of them, and a mapped input lets go of them
+// (core/mapped_pages.h), so that hashing a large file costs no memory for it.
+void done_with(const Bytes& code, uint64_t offset, uint64_t length, ProgressMeter* progress) {
+  if (length == 0) return;
+  release_mapped_pages(code.data() + offset, length);
+  if (progress) progress->add(length);
+}
+
+// Reports and releases every kPagesPerReport pages.
 void hash_page_range(const Bytes& code, uint64_t page_size, uint8_t hash_type, uint64_t first, uint64_t end,
                      std::vector<uint8_t>& out, ProgressMeter* progress) {
   constexpr uint64_t kPagesPerReport = 64;
   Hasher hasher(hash_type);
-  uint64_t unreported = 0;
+  if (first >= end) return;
+  uint64_t pending_from = first * page_size;  // hashed, not yet reported nor released
   for (uint64_t page = first; page < end; ++page) {
     uint64_t start = page * page_size;
     uint64_t length = std::min(page_size, code.size() - start);
     hasher.hash(code.sub(start, length, "code page"), out.data() + page * hasher.size());
-    unreported += length;
-    if (progress && (page - first) % kPagesPerReport == kPagesPerReport - 1) progress->add(std::exchange(unreported, 0));
+    if ((page - first) % kPagesPerReport == kPagesPerReport - 1) {
+      done_with(code, pending_from, start + length - pending_from, progress);
+      pending_from = start + length;
+    }
   }
-  if (progress && unreported) progress->add(unreported);
+  done_with(code, pending_from, std::min(end * page_size, code.size()) - pending_from, progress);
 }
 
 }  // namespace
