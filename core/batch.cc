@@ -126,7 +126,7 @@ class Planner {
   void walk_failure(const std::string& path, const std::string& problem) {
     FileReport report;
     report.path = path;
-    report.status = "failed";
+    report.status = FileStatus::Failed;
     report.error = path + ": " + problem;
     plan_.preliminary.push_back(std::move(report));
   }
@@ -180,7 +180,7 @@ class ItemBytes {
 FileReport recreate_symlink(const BatchItem& item, bool dry_run) {
   FileReport report;
   report.path = item.shown;
-  report.status = "skipped";
+  report.status = FileStatus::Skipped;
   report.notes = item.notes;
   if (dry_run || item.output.empty()) return report;
   std::error_code error;
@@ -188,7 +188,7 @@ FileReport recreate_symlink(const BatchItem& item, bool dry_run) {
   fs::remove(item.output, error);
   fs::create_symlink(item.symlink_text, item.output, error);
   if (error) {
-    report.status = "failed";
+    report.status = FileStatus::Failed;
     report.error = item.shown + ": cannot recreate the symlink at " + item.output + ": " + error.message();
   }
   return report;
@@ -203,7 +203,7 @@ FileReport run_item(const BatchItem& item, Operation operation, const JobOptions
   FileReport report = run_job(item.input, operation, job);
   report.path = item.shown;
   report.notes.insert(report.notes.begin(), item.notes.begin(), item.notes.end());
-  bool rewritten = report.status == "changed" || (!item.output.empty() && report.bytes_written);
+  bool rewritten = report.status == FileStatus::Changed || (!item.output.empty() && report.bytes_written);
   if (rewritten && !options.dry_run) {
     std::string repaired = item.output.empty() ? item.input : item.output;
     for (const std::string& name : item.same_inode) relink(repaired, name, report);
@@ -213,8 +213,8 @@ FileReport run_item(const BatchItem& item, Operation operation, const JobOptions
 
 // A report of a file that is a model (or holds one), whatever happened to it.
 bool is_model(const FileReport& report) {
-  if (report.status == "skipped") return false;
-  return report.kind != FileKind::Archive || !report.members.empty() || report.status == "failed";
+  if (report.status == FileStatus::Skipped) return false;
+  return report.kind != FileKind::Archive || !report.members.empty() || report.status == FileStatus::Failed;
 }
 
 bool is_directory(const std::string& path) {
@@ -274,15 +274,25 @@ std::vector<FileReport> run_batch(const BatchPlan& plan, Operation operation, co
   return reports;
 }
 
+// The summary's count a file of this status adds to.
+static size_t& count_of(BatchSummary& summary, FileStatus status) {
+  switch (status) {
+    case FileStatus::Changed:
+    case FileStatus::WouldChange: return summary.changed;
+    case FileStatus::Unchanged:
+    case FileStatus::Inspected: return summary.unchanged;
+    case FileStatus::Skipped: return summary.skipped;
+    case FileStatus::Failed: return summary.failed;
+  }
+  return summary.failed;
+}
+
 BatchSummary summarize(const std::vector<FileReport>& reports) {
   BatchSummary summary;
   for (const FileReport& report : reports) {
     ++summary.seen;
-    if (report.status == "changed" || report.status == "would change") ++summary.changed;
-    else if (report.status == "unchanged" || report.status == "inspected") ++summary.unchanged;
-    else if (report.status == "skipped") ++summary.skipped;
-    else if (report.status == "failed") ++summary.failed;
-    for (const FileReport& member : report.members) summary.failed += member.status == "failed";
+    ++count_of(summary, report.status);
+    for (const FileReport& member : report.members) summary.failed += member.status == FileStatus::Failed;
     summary.dylibs_removed += report.removed_count();
     summary.dylibs_removable += report.removable_count();
     summary.bytes_written += report.bytes_written;

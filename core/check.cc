@@ -88,7 +88,7 @@ struct SliceContext {
 
 void check_dylib(SliceContext& context, const DylibReport& dylib, const CheckOptions& options) {
   const std::string& name = dylib.install_name;
-  bool weak = dylib.kind == dylib_kind_name(DylibKind::Weak);
+  bool weak = dylib.kind == DylibKind::Weak;
   if (dylib.removable) context.add(Rule::UnusedDependency, dylib);
   if (!absolute_name_allowed(name, options)) context.add(Rule::AbsoluteInstallName, dylib);
   if (options.declared && relative_name(name) && !weak && !any_matches(options.provided, name))

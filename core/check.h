@@ -66,7 +66,7 @@ struct Finding {
   std::string arch;
   Rule rule = Rule::UnusedDependency;
   std::string dylib;       // the dependency's install name (dependency rules)
-  std::string dylib_kind;  // load, weak, reexport, upward
+  DylibKind dylib_kind = DylibKind::Load;
   std::string rpath;       // the LC_RPATH's path (rpath rules)
   std::string repeats;     // duplicate-rpath: the earlier LC_RPATH's path (a trailing slash may differ)
   std::string glob;        // the --forbid or required glob that matched

@@ -44,16 +44,16 @@ class Planner {
  private:
   LoadCommandList& commands() { return plan_.commands; }
 
-  void record(const std::string& kind, const std::string& old_value, const std::string& new_value, const char* status) {
+  void record(EditKind kind, const std::string& old_value, const std::string& new_value, EditStatus status) {
     plan_.records.push_back({kind, old_value, new_value, status});
   }
 
   // An edit the file gives nothing to work on: an error for a file named on the
   // command line, a note for one found in a walk.
-  void unmatched(const std::string& kind, const std::string& old_value, const std::string& new_value,
+  void unmatched(EditKind kind, const std::string& old_value, const std::string& new_value,
                  const std::string& problem) {
     if (!options_.unmatched_is_note) fail(problem);
-    record(kind, old_value, new_value, "no match");
+    record(kind, old_value, new_value, EditStatus::NoMatch);
   }
 
   std::vector<size_t> rpaths_where(const std::function<bool(const std::string&)>& wanted) {
@@ -72,9 +72,10 @@ class Planner {
     std::vector<size_t> found =
         rpaths_where([&](const std::string& path) { return fnmatch(glob.c_str(), path.c_str(), 0) == 0; });
     if (found.empty())
-      return unmatched("delete-rpath", glob, "", "--delete-rpath " + quoted(glob) + ": no LC_RPATH matches");
+      return unmatched(EditKind::DeleteRpath, glob, "", "--delete-rpath " + quoted(glob) + ": no LC_RPATH matches");
     for (auto index = found.rbegin(); index != found.rend(); ++index) {
-      record("delete-rpath", command_string(commands().bytes(*index), macho::kRpathPathOffsetField), "", "applied");
+      std::string path = command_string(commands().bytes(*index), macho::kRpathPathOffsetField);
+      record(EditKind::DeleteRpath, path, "", EditStatus::Applied);
       commands().remove(*index);
     }
     std::reverse(plan_.records.end() - found.size(), plan_.records.end());  // in load-command order
@@ -82,16 +83,16 @@ class Planner {
 
   void change_rpath(const std::string& old_path, const std::string& new_path) {
     std::vector<size_t> found = rpaths_where([&](const std::string& path) { return path == old_path; });
-    if (found.empty() && has_rpath(new_path)) return record("rpath", old_path, new_path, "already");
+    if (found.empty() && has_rpath(new_path)) return record(EditKind::Rpath, old_path, new_path, EditStatus::Already);
     if (found.empty())
-      return unmatched("rpath", old_path, new_path, "--rpath " + quoted(old_path) + " " + quoted(new_path) + ": no LC_RPATH is " + quoted(old_path));
-    if (old_path == new_path) return record("rpath", old_path, new_path, "already");
+      return unmatched(EditKind::Rpath, old_path, new_path, "--rpath " + quoted(old_path) + " " + quoted(new_path) + ": no LC_RPATH is " + quoted(old_path));
+    if (old_path == new_path) return record(EditKind::Rpath, old_path, new_path, EditStatus::Already);
     if (has_rpath(new_path))
-      return unmatched("rpath", old_path, new_path,
+      return unmatched(EditKind::Rpath, old_path, new_path,
                        "--rpath " + quoted(old_path) + " " + quoted(new_path) + ": would duplicate the LC_RPATH " + quoted(new_path));
     size_t index = found.front();  // as install_name_tool: the first
     commands().replace(index, with_command_string(commands().bytes(index), macho::kRpathPathOffsetField, new_path));
-    record("rpath", old_path, new_path, "applied");
+    record(EditKind::Rpath, old_path, new_path, EditStatus::Applied);
   }
 
   void set_id(const std::string& name) {
@@ -99,12 +100,12 @@ class Planner {
     for (size_t i = 0; i < commands().size(); ++i)
       if (commands().cmd(i) == macho::LC_ID_DYLIB) index = i;
     if (image_.filetype != macho::MH_DYLIB || !index)
-      return unmatched("id", "", name, "--id " + quoted(name) + ": not a dylib with an LC_ID_DYLIB (the file type is " +
+      return unmatched(EditKind::Id, "", name, "--id " + quoted(name) + ": not a dylib with an LC_ID_DYLIB (the file type is " +
                                            image_.filetype_name() + ")");
     std::string old_name = command_string(commands().bytes(*index), macho::kDylibNameOffsetField);
-    if (old_name == name) return record("id", old_name, name, "already");
+    if (old_name == name) return record(EditKind::Id, old_name, name, EditStatus::Already);
     commands().replace(*index, with_command_string(commands().bytes(*index), macho::kDylibNameOffsetField, name));
-    record("id", old_name, name, "applied");
+    record(EditKind::Id, old_name, name, EditStatus::Applied);
   }
 
   void change_dylib(const std::string& glob, const std::string& new_name) {
@@ -115,19 +116,19 @@ class Planner {
       already |= name == new_name;
       if (!install_name_matches(glob, name) || name == new_name) continue;
       commands().replace(i, with_command_string(commands().bytes(i), macho::kDylibNameOffsetField, new_name));
-      record("change", name, new_name, "applied");
+      record(EditKind::Change, name, new_name, EditStatus::Applied);
       matched = true;
     }
     if (matched) return;
-    if (already) return record("change", glob, new_name, "already");
-    unmatched("change", glob, new_name,
+    if (already) return record(EditKind::Change, glob, new_name, EditStatus::Already);
+    unmatched(EditKind::Change, glob, new_name,
               "--change " + quoted(glob) + " " + quoted(new_name) + ": no dependent dylib's install name matches " + quoted(glob));
   }
 
   void add_rpath(const std::string& path) {
-    if (has_rpath(path)) return record("add-rpath", "", path, "already");
+    if (has_rpath(path)) return record(EditKind::AddRpath, "", path, EditStatus::Already);
     commands().insert(commands().size(), rpath_command(path));  // at the end, as install_name_tool
-    record("add-rpath", "", path, "applied");
+    record(EditKind::AddRpath, "", path, EditStatus::Applied);
   }
 
   const MachO& image_;
@@ -190,7 +191,7 @@ WeakLinkEdit plan_weak_link_edit(const MachO& edited, const ImportScan& scan, co
     if (!options.unmatched_is_note)
       fail("--weak-link " + quoted(glob) + ": no dependent dylib's install name matches " + quoted(glob) +
            (options.change.empty() ? "" : " (after --change)"));
-    stage.records.push_back({"weak-link", glob, "", "no match"});
+    stage.records.push_back({EditKind::WeakLink, glob, "", EditStatus::NoMatch});
   }
   for (const WeakLinkDecision& decision : plan.decisions) {
     if (decision.action == WeakLinkAction::Refused) {
@@ -199,7 +200,7 @@ WeakLinkEdit plan_weak_link_edit(const MachO& edited, const ImportScan& scan, co
       throw error.as_refusal();
     }
     bool already = decision.action == WeakLinkAction::NothingToDo;
-    stage.records.push_back({"weak-link", decision.install_name, "", already ? "already" : "applied"});
+    stage.records.push_back({EditKind::WeakLink, decision.install_name, "", already ? EditStatus::Already : EditStatus::Applied});
   }
   stage.ordinals = plan.ordinals();
   return stage;

@@ -35,15 +35,22 @@ struct EditOptions {
   bool any() const;
 };
 
-// One edit as it went: kind is "delete-rpath", "rpath", "id", "change", "add-rpath",
-// "weak-link" (old: the dylib's install name, or the glob when it matched nothing);
-// status is "applied", "already" (the file was already in the state the edit asks
-// for: a second identical edit changes nothing) or "no match" (a note in a walk).
+// The option an edit came from (--delete-rpath, --rpath, --id, --change, --add-rpath,
+// --weak-link); the reports spell both enums in tool/report_text.cc.
+enum class EditKind { DeleteRpath, Rpath, Id, Change, AddRpath, WeakLink };
+enum class EditStatus {
+  Applied,
+  Already,  // the file was already in the state the edit asks for: a second identical edit changes nothing
+  NoMatch,  // it matched nothing: a note in a walk (an error for a file named on the command line)
+};
+
+// One edit as it went (WeakLink's old_value: the dylib's install name, or the glob
+// when it matched nothing).
 struct EditRecord {
-  std::string kind;
-  std::string old_value;  // empty for add-rpath and id on a dylib without one
-  std::string new_value;  // empty for delete-rpath
-  std::string status;
+  EditKind kind = EditKind::Change;
+  std::string old_value;  // empty for AddRpath and Id on a dylib without one
+  std::string new_value;  // empty for DeleteRpath
+  EditStatus status = EditStatus::Applied;
 };
 
 struct EditPlan {
@@ -57,8 +64,8 @@ struct EditPlan {
 EditPlan plan_edit(const MachO& image, const EditOptions& options);
 
 // --weak-link's stage (options.weak_link), planned on the slice as the other edits
-// leave it (so on the names after --change). A record per matching dylib: "applied",
-// or "already" when it is weak with every import marked. Throws a refusal naming the
+// leave it (so on the names after --change). A record per matching dylib: Applied,
+// or Already when it is weak with every import marked. Throws a refusal naming the
 // dylib and why when the plan refuses one; a glob that matches nothing is handled as
 // the other edits' (options.unmatched_is_note).
 struct WeakLinkEdit {

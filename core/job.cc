@@ -18,19 +18,6 @@
 
 namespace machofix {
 
-const char* file_kind_name(FileKind kind) {
-  switch (kind) {
-    case FileKind::MachO: return "mach-o";
-    case FileKind::Universal: return "mach-o universal";
-    case FileKind::Pte: return "pte";
-    case FileKind::Ptd: return "ptd";
-    case FileKind::Archive: return "archive";
-    case FileKind::Elf: return "elf";
-    case FileKind::Other: return "other";
-  }
-  return "?";
-}
-
 FileKind detect_kind(const Bytes& bytes) {
   if (looks_like_universal(bytes)) return FileKind::Universal;
   if (looks_like_thin_macho(bytes)) return FileKind::MachO;
@@ -140,12 +127,12 @@ class Backup {
 
 bool any_would_change(const std::vector<FileReport>& members) {
   for (const FileReport& member : members)
-    if (member.status == "would change") return true;
+    if (member.status == FileStatus::WouldChange) return true;
   return false;
 }
 
 void set_status(FileReport& report, bool changed, const JobOptions& options) {
-  report.status = changed ? (options.dry_run ? "would change" : "changed") : "unchanged";
+  report.status = changed ? (options.dry_run ? FileStatus::WouldChange : FileStatus::Changed) : FileStatus::Unchanged;
 }
 
 RewriteKind rewrite_kind(Operation operation) {
@@ -166,7 +153,7 @@ void run_macho(const MappedFile& input, Operation operation, const JobOptions& o
     ProgressMeter progress(options.repair.progress, input.size());  // the input's pages hashed
     ProgressScope counting(&progress);
     report.macho = inspect_macho(input.bytes(), repair);
-    report.status = "inspected";
+    report.status = FileStatus::Inspected;
     return;
   }
   ProgressMeter progress(options.repair.progress, kAllPasses * input.size());
@@ -195,7 +182,7 @@ void run_macho(const MappedFile& input, Operation operation, const JobOptions& o
 void run_pte(const MappedFile& input, Operation operation, const JobOptions& options, FileReport& report) {
   if (operation == Operation::Inspect) {
     report.pte = inspect_pte(input.bytes(), options.repair);
-    report.status = "inspected";
+    report.status = FileStatus::Inspected;
     return;
   }
   RepairOptions repair = options.repair;
@@ -231,15 +218,15 @@ void run_archive(const MappedFile& input, Operation operation, const JobOptions&
   member_options.dry_run = options.dry_run || operation == Operation::Inspect;
   MemberFixer fix = [&](const ArchiveMember& member, const std::string& temp_path) {
     FileReport member_report = run_job(temp_path, operation, member_options);
-    if (member_report.status == "skipped") return false;  // not a model: no report
+    if (member_report.status == FileStatus::Skipped) return false;  // not a model: no report
     member_report.path = member.name;
-    if (member_report.status == "failed") {  // the temporary path means nothing to the user
+    if (member_report.status == FileStatus::Failed) {  // the temporary path means nothing to the user
       std::string problem = member_report.error.substr(temp_path.size() + 2);
       // The archive is refused with it (rewrite_archive adds the archive and the member).
       if (member_report.refused) throw Error(problem).as_refusal();
       member_report.error = input.path() + ": " + member.name + ": " + problem;
     }
-    bool changed = member_report.status == "changed";
+    bool changed = member_report.status == FileStatus::Changed;
     report.members.push_back(std::move(member_report));
     return changed;
   };
@@ -256,10 +243,10 @@ void run_archive(const MappedFile& input, Operation operation, const JobOptions&
   ArchiveResult result =
       rewrite_archive(input.reopen_path(), target.empty() ? input.reopen_path() : target, input.mode(), fix, archive_options);
   backup.keep_if(result.written, report);
-  if (operation == Operation::Inspect) report.status = "inspected";
+  if (operation == Operation::Inspect) report.status = FileStatus::Inspected;
   else set_status(report, !result.changed.empty() || (options.dry_run && any_would_change(report.members)), options);
   if (result.written) report.bytes_written = result.output_size;
-  else if (!options.in_place && report.status != "inspected") copy_unchanged(input, options, report, "nothing to change: copied");
+  else if (!options.in_place && report.status != FileStatus::Inspected) copy_unchanged(input, options, report, "nothing to change: copied");
   for (const MemberFailure& failure : result.failures) report.notes.push_back(failure.member + ": not processed: " + failure.error);
 }
 
@@ -272,7 +259,7 @@ std::string not_a_model(const MappedFile& input, FileKind kind) {
 void run_other(const MappedFile& input, const JobOptions& options, FileReport& report) {
   // Only files found among others are skipped; standard input is always named on purpose.
   if (!options.skip_other_files || is_standard_stream(input.path())) fail(not_a_model(input, report.kind));
-  report.status = "skipped";
+  report.status = FileStatus::Skipped;
   copy_unchanged(input, options, report, "not a model: copied unchanged");
 }
 
@@ -302,7 +289,7 @@ std::optional<uint32_t> unsupported_filetype(const Bytes& bytes, FileKind kind) 
 void run_unsupported(const MappedFile& input, uint32_t filetype, const JobOptions& options, FileReport& report) {
   std::string what = "a " + filetype_description(filetype) + ", not a dylib, bundle or executable";
   if (!options.skip_other_files) fail(what + ": machofix does not handle it");
-  report.status = "skipped";
+  report.status = FileStatus::Skipped;
   report.skipped_because = what;
   copy_unchanged(input, options, report, "not handled: copied unchanged");
 }
@@ -339,14 +326,14 @@ FileReport run_job(const std::string& path, Operation operation, const JobOption
         run_other(input, options, report);
     }
   } catch (Error& error) {
-    report.status = "failed";
+    report.status = FileStatus::Failed;
     report.refused = error.refusal();
     report.error = error.in_file(path).describe();
   } catch (const std::bad_alloc&) {
-    report.status = "failed";
+    report.status = FileStatus::Failed;
     report.error = path + ": out of memory";
   }
-  if (options.dry_run || report.status == "failed") forget_removals(report);
+  if (options.dry_run || report.status == FileStatus::Failed) forget_removals(report);
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
 }

@@ -13,7 +13,6 @@
 namespace machofix {
 
 enum class FileKind { MachO, Universal, Pte, Ptd, Archive, Elf, Other };
-const char* file_kind_name(FileKind kind);
 FileKind detect_kind(const Bytes& bytes);
 
 enum class Operation { Inspect, Prune, Sign, Edit };
@@ -33,16 +32,25 @@ struct JobOptions {
   bool create_output_directories = false;
 };
 
+// What became of a file. The reports spell it in tool/report_text.cc.
+enum class FileStatus {
+  Changed,
+  Unchanged,
+  WouldChange,  // a dry run
+  Inspected,
+  Skipped,
+  Failed,
+};
+
 struct FileReport {
   std::string path;
   FileKind kind = FileKind::Other;
-  // "changed", "unchanged", "would change" (dry run), "inspected", "skipped", "failed"
-  std::string status;
-  std::string error;  // for "failed": file, part, offset and problem
-  // "failed" by a decision (an invalid input signature, an identity signature
+  FileStatus status = FileStatus::Failed;  // until the job says otherwise: never a silent pass
+  std::string error;  // for Failed: file, part, offset and problem
+  // Failed by a decision (an invalid input signature, an identity signature
   // without --adhoc; Error::refusal()), not because the file could not be read
   bool refused = false;
-  std::string skipped_because;  // for "skipped" Mach-O files of another type: what the file is
+  std::string skipped_because;  // for Skipped Mach-O files of another type: what the file is
   std::vector<std::string> notes;  // links, backups, copies: what was done besides
   std::optional<MachOReport> macho;
   std::optional<PteReport> pte;
@@ -50,6 +58,8 @@ struct FileReport {
   uint64_t bytes_written = 0;
   double seconds = 0;
 
+  // Its content was read and judged: neither Failed nor Skipped.
+  bool examined() const { return status != FileStatus::Failed && status != FileStatus::Skipped; }
   size_t removed_count() const;    // dylib commands removed from the file written
   size_t removable_count() const;  // dylib commands prune removes (or removed)
 };

@@ -42,7 +42,7 @@ InputSignature check_input_signature(const MachO& image) {
     input.signature = read_code_signature(image);
   } catch (const Error& error) {
     input.read_error = error;
-    report.status = "invalid";
+    report.status = SignatureStatus::Invalid;
     report.problems.push_back(error.describe());
     report.first_problem_at = error.offset();
     return input;
@@ -56,7 +56,7 @@ InputSignature check_input_signature(const MachO& image) {
   report.problems = std::move(check.problems);
   report.notes = std::move(check.notes);
   report.first_problem_at = check.first_problem_at;
-  report.status = report.problems.empty() ? "valid" : "invalid";
+  report.status = report.problems.empty() ? SignatureStatus::Valid : SignatureStatus::Invalid;
   return input;
 }
 
@@ -75,6 +75,7 @@ SliceReport describe_slice(const MachO& image, const SliceAnalysis& analysis, co
                            SignatureReport signature) {
   SliceReport report;
   report.arch = image.arch();
+  report.cputype = image.cputype;
   report.filetype = image.filetype_name();
   report.offset = image.bytes.base();
   report.size = image.bytes.size();
@@ -88,7 +89,7 @@ SliceReport describe_slice(const MachO& image, const SliceAnalysis& analysis, co
     DylibReport dylib;
     dylib.ordinal = use.dylib.ordinal;
     dylib.install_name = use.dylib.install_name;
-    dylib.kind = dylib_kind_name(use.dylib.kind);
+    dylib.kind = use.dylib.kind;
     dylib.symbols = use.symbols;
     dylib.command_offset = image.bytes.base() + image.commands[use.dylib.command_index].offset;
     for (ImportSource source : use.sources) dylib.sources.push_back(import_source_name(source));
@@ -183,7 +184,7 @@ JudgedSlice judge_slice(const Bytes& slice, const RepairOptions& options, Rewrit
   judged.bytes = slice;
   const MachO& image = judged.image.emplace(parse_macho(slice));
   judged.input = check_input_signature(image);
-  bool invalid = judged.input.report.status == "invalid";
+  bool invalid = judged.input.report.status == SignatureStatus::Invalid;
   if (invalid && !options.resign_invalid) refuse_invalid_signature(judged.input);
   judged.scan = scan_imports(image);
   SliceAnalysis analysis = analyze(image, judged.scan);
@@ -214,6 +215,8 @@ JudgedSlice unsupported_slice(const Bytes& slice, const FatSlice& entry) {
   judged.bytes = slice;
   judged.supported = false;
   judged.report.arch = cpu_name(entry.cputype, entry.cpusubtype);
+  judged.report.cputype = entry.cputype;
+  judged.report.handled = false;
   judged.report.offset = entry.offset;
   judged.report.size = entry.size;
   judged.report.left_unchanged_because = "only 64-bit slices are handled; this one is left as it is";
@@ -246,27 +249,27 @@ std::vector<uint8_t> update_signature(const JudgedSlice& judged, std::vector<uin
       return bytes;
     }
     bytes = add_adhoc_signature(parse_macho(Bytes(bytes.data(), bytes.size(), base)), new_identifier(identifier));
-    report.signature_after.status = "added";
+    report.signature_after.status = SignatureStatus::Added;
   } else if (input.read_error) {  // only with --resign-invalid: judge_slice refuses it otherwise
     bytes = replace_unreadable_signature(parse_macho(Bytes(bytes.data(), bytes.size(), base)), new_identifier(identifier));
-    report.signature_after.status = "replaced (ad hoc)";
+    report.signature_after.status = SignatureStatus::ReplacedAdHoc;
   } else if (input.signature->has_identity) {
     replace_with_adhoc_signature(bytes, base);
-    report.signature_after.status = "replaced (ad hoc)";
+    report.signature_after.status = SignatureStatus::ReplacedAdHoc;
   } else {
     renew_code_signature(bytes, base);
-    report.signature_after.status = "renewed";
+    report.signature_after.status = SignatureStatus::Renewed;
   }
   // One verification of the new signature serves both the check and the report.
-  std::string status = report.signature_after.status;
+  SignatureStatus status = report.signature_after.status;
   std::vector<uint8_t> spoiled;  // tests only (proof_seam.h)
   const std::vector<uint8_t>& signed_bytes = seam::offer(seam::ProofStep::Signature, bytes, spoiled);
   report.signature_after = signature_report(parse_macho(Bytes(signed_bytes.data(), signed_bytes.size(), base)));
-  if (report.signature_after.status != "valid")
+  if (report.signature_after.status != SignatureStatus::Valid)
     fail("the renewed signature does not verify, nothing written: " +
          (report.signature_after.problems.empty() ? std::string("unreadable") : report.signature_after.problems.front()));
   report.signature_after.status = status;
-  if (input.report.status == "invalid")
+  if (input.report.status == SignatureStatus::Invalid)
     report.warnings.push_back("input signature was invalid (" + input.report.problems.front() +
                               "): re-signed because of --resign-invalid" +
                               (input.read_error ? ", with a new linker-style ad hoc signature" : ""));
@@ -352,8 +355,8 @@ SliceReport inspect_slice(const Bytes& slice, const RepairOptions& options) {
 std::vector<std::string> signature_failures(const MachOReport& report) {
   std::vector<std::string> failures;
   for (const SliceReport& slice : report.slices) {
-    if (!slice.left_unchanged_because.empty() && slice.filetype.empty()) continue;  // 32-bit slice: not ours to judge
-    if (slice.signature.status == "unsigned" && slice.arch.rfind("arm64", 0) == 0)
+    if (!slice.handled) continue;  // a 32-bit slice: not ours to judge
+    if (slice.signature.status == SignatureStatus::Unsigned && slice.cputype == macho::CPU_TYPE_ARM64)
       failures.push_back(slice.arch + ": not signed (arm64 code must be signed to run)");
     for (const std::string& problem : slice.signature.problems) failures.push_back(slice.arch + ": " + problem);
   }

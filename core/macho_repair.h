@@ -24,7 +24,7 @@ namespace machofix {
 struct DylibReport {
   int ordinal = 0;  // before any removal
   std::string install_name;
-  std::string kind;  // load, weak, reexport, upward
+  DylibKind kind = DylibKind::Load;
   std::vector<std::string> symbols;  // every symbol it supplies, sorted
   std::vector<std::string> sources;  // symtab, bind, lazy-bind, chained-fixups, reexport
   bool removable = false;  // prune's plan removes it (inspect and dry runs report the plan)
@@ -38,10 +38,19 @@ struct RpathReport {
   uint64_t command_offset = 0;  // file offset of the LC_RPATH (in the input)
 };
 
+// A slice's signature: Unsigned, Valid or Invalid on input; after a rewrite also
+// what was done to it. The reports spell it in tool/report_text.cc.
+enum class SignatureStatus {
+  Unsigned,
+  Valid,
+  Invalid,
+  Added,          // an ad hoc signature where there was none
+  Renewed,        // the same kind of signature, its hashes made anew
+  ReplacedAdHoc,  // an identity or unreadable signature replaced by an ad hoc one
+};
+
 struct SignatureReport {
-  // "unsigned", "valid", "invalid" on input; after a rewrite also "renewed",
-  // "added", "replaced (ad hoc)"
-  std::string status = "unsigned";
+  SignatureStatus status = SignatureStatus::Unsigned;
   std::string style;  // "linker-signed (lld)", "codesign ad hoc", "Developer ID or other identity", ...
   std::string identifier;
   std::vector<std::string> hash_types;  // "sha256", "sha1"
@@ -53,7 +62,11 @@ struct SignatureReport {
 
 struct SliceReport {
   std::string arch;
-  std::string filetype;  // dylib, bundle, executable
+  uint32_t cputype = 0;
+  // false: a 32-bit slice of a universal file, left as it is: nothing in it was read
+  // (no filetype, no dylibs, no signature) nor judged.
+  bool handled = true;
+  std::string filetype;  // dylib, bundle, executable; empty when not handled
   uint64_t offset = 0;   // in the file (universal slices)
   uint64_t size = 0;
   std::vector<std::string> flags;  // two-level, flat-namespace, chained-fixups, dyld-info

@@ -17,8 +17,6 @@
 
 namespace machofix {
 
-const char* container_kind_name(ContainerKind kind) { return kind == ContainerKind::Pte ? "pte" : "ptd"; }
-
 namespace {
 
 constexpr uint32_t kElfMagic = 0x464c457f;  // "\x7fELF"
@@ -299,11 +297,11 @@ Container read_container(const Bytes& file) {
   return container;
 }
 
-std::string blob_kind(const Bytes& blob) {
-  if (looks_like_universal(blob)) return "mach-o universal";
-  if (looks_like_thin_macho(blob)) return "mach-o";
-  if (blob.size() >= 4 && blob.u32(0) == kElfMagic) return "elf";
-  return "other";
+BlobKind blob_kind(const Bytes& blob) {
+  if (looks_like_universal(blob)) return BlobKind::Universal;
+  if (looks_like_thin_macho(blob)) return BlobKind::MachO;
+  if (blob.size() >= 4 && blob.u32(0) == kElfMagic) return BlobKind::Elf;
+  return BlobKind::Other;
 }
 
 bool is_content_hash_key(const std::string& key, const std::string& sha256) {
@@ -352,8 +350,8 @@ PteReport describe(const Container& container) {
 std::vector<uint32_t> macho_segments(const Container& container) {
   std::vector<uint32_t> indices;
   for (const NamedEntry& named : container.named) {
-    std::string kind = blob_kind(container.segment_bytes(named.segment_index));
-    if (kind.rfind("mach-o", 0) == 0) indices.push_back(named.segment_index);
+    BlobKind kind = blob_kind(container.segment_bytes(named.segment_index));
+    if (kind == BlobKind::MachO || kind == BlobKind::Universal) indices.push_back(named.segment_index);
   }
   std::sort(indices.begin(), indices.end(), [&](uint32_t a, uint32_t b) {
     return container.segments[a].offset != container.segments[b].offset ? container.segments[a].offset < container.segments[b].offset

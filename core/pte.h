@@ -22,7 +22,6 @@
 namespace machofix {
 
 enum class ContainerKind { Pte, Ptd };
-const char* container_kind_name(ContainerKind kind);  // "pte", "ptd"
 
 // Cheap content checks: the flatbuffer file identifier ("ET12" / "FT01" at 4); a
 // .ptd also needs its "FH01" header at 8. They do not validate anything else.
@@ -58,12 +57,15 @@ struct DelegateReport {
   std::vector<std::string> payload_keys;
 };
 
+// What a named-data entry's bytes are, by their first bytes (as FileKind for a file).
+enum class BlobKind { MachO, Universal, Elf, Other };
+
 struct NamedDataReport {
   std::string key;
   uint32_t segment_index = 0;
   uint64_t offset = 0;  // absolute
   uint64_t size = 0;
-  std::string kind;  // "mach-o", "mach-o universal", "elf", "other"
+  BlobKind kind = BlobKind::Other;
   // The key is sha256(bytes) in hex followed by a suffix ("_so_blob"): ExecuTorch
   // 1.4+ content-hash keys, renewed when the bytes change.
   bool content_hash_key = false;

@@ -74,7 +74,7 @@ struct Container {
 // Header, Verifier, segments inside the file, every index in range.
 Container read_container(const Bytes& file);
 
-std::string blob_kind(const Bytes& blob);
+BlobKind blob_kind(const Bytes& blob);
 bool is_content_hash_key(const std::string& key, const std::string& sha256);
 
 // A delegate payload read as "key\nkey" text; empty unless it is short printable text.

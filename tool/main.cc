@@ -56,7 +56,7 @@ struct Outcome {
 // Errors of the files that failed, notes of the files passed over for their type.
 void print_problems(const std::vector<FileReport>& reports) {
   for (const FileReport& report : reports) {
-    if (report.status == "failed") spdlog::error("{}", report.error);
+    if (report.status == FileStatus::Failed) spdlog::error("{}", report.error);
     if (!report.skipped_because.empty()) spdlog::info("{}: skipped: {}", report.path, report.skipped_because);
   }
 }
@@ -98,7 +98,7 @@ int run_inspect(const Settings& settings) {
   Outcome outcome = run_all(settings, Operation::Inspect);
   if (!json_to_stdout(settings))
     for (const FileReport& report : outcome.reports)
-      if (report.status != "skipped") std::cout << text_report(report, true);
+      if (report.status != FileStatus::Skipped) std::cout << text_report(report, true);
   return outcome.status(emit_json(settings, "inspect", outcome.reports, nullptr));
 }
 
@@ -156,7 +156,7 @@ int run_verify(const Settings& settings) {
   Outcome outcome = run_all(settings, Operation::Inspect, /*gate=*/true);
   bool invalid = false;
   for (const FileReport& report : outcome.reports) {
-    if (report.status == "failed" || report.status == "skipped") continue;
+    if (!report.examined()) continue;
     std::vector<std::string> failures = verify_failures(report);
     invalid |= !failures.empty();
     if (json_to_stdout(settings)) continue;
@@ -235,7 +235,7 @@ std::optional<std::vector<Finding>> all_findings(const std::vector<FileReport>& 
   std::vector<Finding> findings;
   try {
     for (const FileReport& report : reports) {
-      if (report.status == "failed" || report.status == "skipped") continue;
+      if (!report.examined()) continue;
       std::vector<Finding> found = check_findings(report, contracts.for_file(report.path));
       findings.insert(findings.end(), found.begin(), found.end());
     }

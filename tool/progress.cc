@@ -62,8 +62,8 @@ void ProgressBar::file_started(const std::string& path) {
 }
 
 void ProgressBar::file_done(const FileReport& latest) {
-  failed_ += latest.status == "failed";
-  changed_ += latest.status == "changed" || latest.status == "would change";
+  failed_ += latest.status == FileStatus::Failed;
+  changed_ += latest.status == FileStatus::Changed || latest.status == FileStatus::WouldChange;
   ++files_done_;
   std::lock_guard<std::mutex> lock(mutex_);
   current_ = latest.path;

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "tool/report_text.h"
 #include "tool/rules.h"
 
 namespace machofix::cli {
@@ -32,9 +33,9 @@ std::string symbol_summary(const DylibReport& dylib) {
 }
 
 std::string signature_line(const SignatureReport& signature) {
-  if (signature.status == "unsigned") return "unsigned";
+  if (signature.status == SignatureStatus::Unsigned) return to_text(signature.status);
   std::ostringstream line;
-  line << signature.status;
+  line << to_text(signature.status);
   if (!signature.style.empty()) line << ", " << signature.style;
   if (!signature.hash_types.empty()) line << ", " << join(signature.hash_types, "+");
   if (signature.page_size) line << ", " << signature.page_size << "-byte pages";
@@ -44,12 +45,15 @@ std::string signature_line(const SignatureReport& signature) {
 
 // One line per edit: "change OLD -> NEW", "add-rpath P", "delete-rpath P", and how it went.
 std::string edit_line(const EditRecord& edit) {
-  std::string line = edit.kind + " ";
+  std::string line = std::string(to_text(edit.kind)) + " ";
   if (edit.new_value.empty()) line += edit.old_value;
   else if (edit.old_value.empty()) line += edit.new_value;
   else line += edit.old_value + " -> " + edit.new_value;
-  if (edit.status == "already") line += " (already so: nothing to do)";
-  if (edit.status == "no match") line += " (note: matches nothing in this file)";
+  switch (edit.status) {
+    case EditStatus::Applied: break;
+    case EditStatus::Already: line += " (already so: nothing to do)"; break;
+    case EditStatus::NoMatch: line += " (note: matches nothing in this file)"; break;
+  }
   return line;
 }
 
@@ -61,7 +65,7 @@ void slice_text(std::ostringstream& out, const SliceReport& slice, bool inspect,
   for (const std::string& problem : slice.signature.problems) out << indent << "    " << problem << "\n";
   for (const DylibReport& dylib : slice.dylibs) {
     char head[48];
-    std::snprintf(head, sizeof head, "  %3d %-8s ", dylib.ordinal, dylib.kind.c_str());
+    std::snprintf(head, sizeof head, "  %3d %-8s ", dylib.ordinal, to_text(dylib.kind));
     out << indent << head << dylib.install_name << "\n" << indent << "        " << symbol_summary(dylib);
     if (dylib.removed) out << " -> removed";
     else if (dylib.removable) out << (inspect ? " -> unused: prune removes it" : " -> unused: would be removed");
@@ -93,7 +97,7 @@ void pte_text(std::ostringstream& out, const PteReport& pte, bool inspect) {
   }
   out << "  named data:\n";
   for (const NamedDataReport& entry : pte.named_data)
-    out << "    " << entry.key << ": segment " << entry.segment_index << ", " << entry.size << " bytes, " << entry.kind << "\n";
+    out << "    " << entry.key << ": segment " << entry.segment_index << ", " << entry.size << " bytes, " << to_text(entry.kind) << "\n";
   for (const BlobReport& blob : pte.blobs) {
     out << "  Mach-O in segment " << blob.segment_index << " (" << join(blob.keys, ", ") << "):\n";
     if (!blob.error.empty()) out << "    cannot analyze: " << blob.error << "\n";
@@ -108,11 +112,11 @@ void pte_text(std::ostringstream& out, const PteReport& pte, bool inspect) {
 }  // namespace
 
 std::string text_report(const FileReport& report, bool inspect) {
-  if (report.status == "failed") return "";  // errors are printed on stderr
+  if (report.status == FileStatus::Failed) return "";  // errors are printed on stderr
   std::ostringstream out;
-  out << report.path << ": " << file_kind_name(report.kind);
+  out << report.path << ": " << to_text(report.kind);
   if (report.macho && report.macho->fat64) out << " (fat64)";
-  if (!inspect) out << ", " << report.status;
+  if (!inspect) out << ", " << to_text(report.status);
   out << "\n";
   for (const std::string& note : report.notes) out << "  note: " << note << "\n";
   if (report.macho) macho_text(out, *report.macho, inspect, "  ");
@@ -130,7 +134,7 @@ static void unmatched_edits(const FileReport& report, std::vector<std::string>& 
   auto from = [&](const MachOReport& macho) {
     for (const SliceReport& slice : macho.slices)
       for (const EditRecord& edit : slice.edits)
-        if (edit.status == "no match") notes.push_back(slice.arch + ": " + edit_line(edit));
+        if (edit.status == EditStatus::NoMatch) notes.push_back(slice.arch + ": " + edit_line(edit));
   };
   if (report.macho) from(*report.macho);
   if (report.pte)
@@ -138,12 +142,12 @@ static void unmatched_edits(const FileReport& report, std::vector<std::string>& 
 }
 
 std::string short_report(const FileReport& report) {
-  if (report.status == "failed") return "";
-  std::string line = report.path + ": " + report.status;
+  if (report.status == FileStatus::Failed) return "";
+  std::string line = report.path + ": " + to_text(report.status);
   size_t removed = report.removed_count(), removable = report.removable_count();
   auto dylibs = [](size_t count) { return std::to_string(count) + " dylib" + (count == 1 ? "" : "s"); };
   if (removed) line += ", " + dylibs(removed) + " removed";
-  else if (removable && report.status == "would change") line += ", " + dylibs(removable) + " removable";
+  else if (removable && report.status == FileStatus::WouldChange) line += ", " + dylibs(removable) + " removable";
   std::vector<std::string> notes = report.notes;
   unmatched_edits(report, notes);
   for (const std::string& note : notes) line += "; " + note;
@@ -173,8 +177,8 @@ std::string finding_line(const Finding& finding) {
 std::string check_summary(const std::vector<FileReport>& reports, const std::vector<Finding>& findings) {
   size_t checked = 0, failed = 0;
   for (const FileReport& report : reports) {
-    checked += report.status != "skipped" && report.status != "failed";
-    failed += report.status == "failed";
+    checked += report.examined();
+    failed += report.status == FileStatus::Failed;
   }
   // A file that could not be read was not checked: the summary says so beside the
   // error, so that "0 findings" is never read as a pass.
@@ -187,7 +191,7 @@ namespace {
 
 void json_signature(Json& json, const SignatureReport& signature) {
   json.begin_object();
-  json.field("status", signature.status);
+  json.field("status", to_text(signature.status));
   json.field("style", signature.style);
   json.field("identifier", signature.identifier);
   json.key("hash_types").strings(signature.hash_types);
@@ -216,7 +220,7 @@ void json_dylib(Json& json, const DylibReport& dylib) {
   json.begin_object();
   json.field("ordinal", dylib.ordinal);
   json.field("install_name", dylib.install_name);
-  json.field("kind", dylib.kind);
+  json.field("kind", to_text(dylib.kind));
   json.field("symbol_count", static_cast<uint64_t>(dylib.symbols.size()));
   std::vector<std::string> sample(dylib.symbols.begin(),
                                   dylib.symbols.begin() + std::min(kJsonSymbolSample, dylib.symbols.size()));
@@ -257,10 +261,10 @@ void json_slice(Json& json, const SliceReport& slice) {
   json.key("edits").begin_array();
   for (const EditRecord& edit : slice.edits) {
     json.begin_object();
-    json.field("kind", edit.kind);
+    json.field("kind", to_text(edit.kind));
     json.field("old", edit.old_value);
     json.field("new", edit.new_value);
-    json.field("status", edit.status);
+    json.field("status", to_text(edit.status));
     json.end_object();
   }
   json.end_array();
@@ -306,7 +310,7 @@ void json_blob(Json& json, const BlobReport& blob) {
 
 void json_pte(Json& json, const PteReport& pte) {
   json.begin_object();
-  json.field("container", container_kind_name(pte.kind));
+  json.field("container", to_text(pte.kind));
   json.field("file_size", pte.file_size);
   json.field("output_size", pte.output_size);
   json.key("methods").strings(pte.methods);
@@ -329,7 +333,7 @@ void json_pte(Json& json, const PteReport& pte) {
     json.field("segment_index", static_cast<uint64_t>(entry.segment_index));
     json.field("offset", entry.offset);
     json.field("size", entry.size);
-    json.field("kind", entry.kind);
+    json.field("kind", to_text(entry.kind));
     json.field("content_hash_key", entry.content_hash_key);
     json.end_object();
   }
@@ -346,8 +350,8 @@ void json_pte(Json& json, const PteReport& pte) {
 void json_file(Json& json, const FileReport& report) {
   json.begin_object();
   json.field("path", report.path);
-  json.field("kind", file_kind_name(report.kind));
-  json.field("status", report.status);
+  json.field("kind", to_text(report.kind));
+  json.field("status", to_text(report.status));
   if (!report.error.empty()) json.field("error", report.error);
   if (report.refused) json.field("refused", true);
   if (!report.skipped_because.empty()) json.field("skipped_because", report.skipped_because);

@@ -80,9 +80,12 @@ std::string leaf(const std::string& install_name) {
 
 // How the load command ties the slice to the dylib, as a verb phrase.
 std::string dependency_phrase(const Finding& finding) {
-  if (finding.dylib_kind == "weak") return "weakly depends on " + finding.dylib;
-  if (finding.dylib_kind == "reexport") return "re-exports " + finding.dylib;
-  if (finding.dylib_kind == "upward") return "has an upward dependency on " + finding.dylib;
+  switch (finding.dylib_kind) {
+    case DylibKind::Load: return "depends on " + finding.dylib;
+    case DylibKind::Weak: return "weakly depends on " + finding.dylib;
+    case DylibKind::Reexport: return "re-exports " + finding.dylib;
+    case DylibKind::Upward: return "has an upward dependency on " + finding.dylib;
+  }
   return "depends on " + finding.dylib;
 }
 

@@ -12,6 +12,9 @@ FileKind = Literal["mach-o", "mach-o universal", "pte", "ptd", "archive", "elf",
 FileStatus = Literal["changed", "unchanged", "would change", "inspected", "skipped", "failed"]
 SignatureStatus = Literal["unsigned", "valid", "invalid", "renewed", "added", "replaced (ad hoc)"]
 DylibKind = Literal["load", "weak", "reexport", "upward"]
+BlobKind = Literal["mach-o", "mach-o universal", "elf", "other"]
+EditKind = Literal["change", "id", "add-rpath", "delete-rpath", "rpath", "weak-link"]
+EditStatus = Literal["applied", "already", "no match"]
 Command = Literal["inspect", "prune", "sign", "verify", "check"]
 
 
@@ -57,10 +60,10 @@ class LoaderRuleViolation:
 @dataclass(frozen=True)
 class EditRecord:
     """One edit of `machofix edit` on a slice (the JSON's slices[].edits)."""
-    kind: str  # change, id, add-rpath, delete-rpath, rpath, weak-link
+    kind: EditKind
     old: str
     new: str
-    status: str  # applied, already, no match
+    status: EditStatus
 
 
 @dataclass(frozen=True)
@@ -108,7 +111,7 @@ class NamedDataReport:
     segment_index: int
     offset: int
     size: int
-    kind: str
+    kind: BlobKind
     content_hash_key: bool
 
 

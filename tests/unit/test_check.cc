@@ -17,7 +17,7 @@ using namespace machofix;
 
 namespace {
 
-DylibReport dylib(const std::string& name, const std::string& kind = "load", bool used = true) {
+DylibReport dylib(const std::string& name, DylibKind kind = DylibKind::Load, bool used = true) {
   DylibReport report;
   report.install_name = name;
   report.kind = kind;
@@ -35,6 +35,7 @@ FileReport file_with(std::vector<DylibReport> dylibs, std::vector<std::string> r
   for (const std::string& path : rpaths) slice.rpaths.push_back({path, offset += 0x20});
   FileReport report;
   report.path = "model.dylib";
+  report.status = FileStatus::Inspected;
   report.macho = MachOReport{};
   report.macho->slices.push_back(slice);
   return report;
@@ -72,8 +73,8 @@ std::string refusal(const std::string& path) {
 }  // namespace
 
 TEST_CASE("without a declaration only the plain rules run") {
-  FileReport report = file_with({dylib("@rpath/libfoo.dylib"), dylib("/opt/x/libomp.dylib", "load", false),
-                                 dylib("@rpath/libbar.dylib", "weak")},
+  FileReport report = file_with({dylib("@rpath/libfoo.dylib"), dylib("/opt/x/libomp.dylib", DylibKind::Load, false),
+                                 dylib("@rpath/libbar.dylib", DylibKind::Weak)},
                                 {"/opt/build/lib", "@loader_path", "@loader_path/"});
   CheckOptions none;
   CHECK(rules_of(check_findings(report, none)) == std::vector<Rule>{Rule::UnusedDependency, Rule::AbsoluteInstallName});
@@ -113,7 +114,7 @@ TEST_CASE("what the contract declares excuses") {
 }
 
 TEST_CASE("a weak dependency is optional: no unprovided finding, required ones are") {
-  FileReport report = file_with({dylib("@rpath/libomp.dylib", "weak")});
+  FileReport report = file_with({dylib("@rpath/libomp.dylib", DylibKind::Weak)});
   CheckOptions contract;
   contract.declared = true;
   CHECK(check_findings(report, contract).empty());

@@ -64,7 +64,7 @@ TEST_CASE("run_job in place on a symlink rewrites the file it points to; the lin
   JobOptions options;
   options.in_place = true;
   FileReport report = run_job((scratch.path / "link.dylib").string(), Operation::Prune, options);
-  REQUIRE(report.status == "changed");
+  REQUIRE(report.status == FileStatus::Changed);
   CHECK(fs::is_symlink(scratch.path / "link.dylib"));
   CHECK(fs::read_symlink(scratch.path / "link.dylib") == "model.dylib");
   CHECK(read_bytes(scratch.path / "model.dylib") == prune_macho(image.view(), RepairOptions{}).output);

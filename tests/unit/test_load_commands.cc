@@ -106,10 +106,10 @@ TEST_CASE("plan_edit: install_name_tool's order, 'already' for a satisfied edit,
   options.id = "@rpath/m.dylib";
   EditPlan plan = plan_edit(image, options);
   REQUIRE(plan.records.size() == 3);
-  CHECK(plan.records[0].kind == "id");
-  CHECK(plan.records[1].kind == "change");
+  CHECK(plan.records[0].kind == EditKind::Id);
+  CHECK(plan.records[1].kind == EditKind::Change);
   CHECK(plan.records[1].old_value == kOmp);
-  CHECK(plan.records[2].kind == "add-rpath");
+  CHECK(plan.records[2].kind == EditKind::AddRpath);
   std::vector<uint8_t> edited_bytes = apply_edit(image, plan);
   MachO after = parse_macho(Bytes(edited_bytes));
   CHECK(after.dylibs[1].install_name == "@rpath/libomp.dylib");
@@ -120,7 +120,7 @@ TEST_CASE("plan_edit: install_name_tool's order, 'already' for a satisfied edit,
   MachO edited = parse_macho(Bytes(once));
   EditPlan again = plan_edit(edited, options);
   CHECK(!again.changes());
-  for (const EditRecord& record : again.records) CHECK(record.status == "already");
+  for (const EditRecord& record : again.records) CHECK(record.status == EditStatus::Already);
   // --rpath onto an rpath that is there already; --delete-rpath and --change with no match.
   EditOptions duplicate;
   duplicate.add_rpath = {"/b"};
@@ -137,5 +137,5 @@ TEST_CASE("plan_edit: install_name_tool's order, 'already' for a satisfied edit,
   EditPlan noted = plan_edit(image, none);
   CHECK(!noted.changes());
   REQUIRE(noted.records.size() == 1);
-  CHECK(noted.records[0].status == "no match");
+  CHECK(noted.records[0].status == EditStatus::NoMatch);
 }

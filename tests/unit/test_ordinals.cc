@@ -665,7 +665,7 @@ TEST_CASE("prune_macho on an unsigned slice reports the removal and leaves the s
   CHECK(repair.report.changed);
   CHECK(repair.report.removed_count() == 1);
   CHECK(slice.arch == "arm64");
-  CHECK(slice.signature.status == "unsigned");
+  CHECK(slice.signature.status == SignatureStatus::Unsigned);
   REQUIRE(slice.dylibs.size() == 3);
   CHECK(slice.dylibs[1].install_name == kUnused);
   CHECK(slice.dylibs[1].removed);

@@ -432,13 +432,13 @@ TEST_CASE("prune_macho: per-dylib report of kind, symbols, sources, decision and
   CHECK(slice.install_name == "/usr/lib/libme.dylib");
   CHECK(slice.filetype == "dylib");
   REQUIRE(slice.dylibs.size() == 4);
-  CHECK(slice.dylibs[0].kind == "load");
+  CHECK(slice.dylibs[0].kind == DylibKind::Load);
   CHECK(slice.dylibs[0].sources == std::vector<std::string>{"symtab", "bind"});
-  CHECK(slice.dylibs[1].kind == "weak");
+  CHECK(slice.dylibs[1].kind == DylibKind::Weak);
   CHECK(slice.dylibs[1].removed);
-  CHECK(slice.dylibs[2].kind == "reexport");
+  CHECK(slice.dylibs[2].kind == DylibKind::Reexport);
   CHECK_FALSE(slice.dylibs[2].removed);
-  CHECK(slice.dylibs[3].kind == "upward");
+  CHECK(slice.dylibs[3].kind == DylibKind::Upward);
   CHECK_FALSE(slice.dylibs[3].removed);
   CHECK(repair.report.removed_count() == 1);
 }

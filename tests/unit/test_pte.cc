@@ -307,9 +307,9 @@ TEST_CASE("sample metal_hashkeys.pte is read as ExecuTorch wrote it" * doctest::
   CHECK(container.delegates[0].index == 1);
   PteReport report = inspect_pte(sample.bytes());
   REQUIRE(report.named_data.size() == 2);
-  CHECK(report.named_data[0].kind == "mach-o");
+  CHECK(report.named_data[0].kind == BlobKind::MachO);
   CHECK(report.named_data[0].content_hash_key);
-  CHECK(report.named_data[1].kind == "other");
+  CHECK(report.named_data[1].kind == BlobKind::Other);
   REQUIRE(report.delegates.size() == 1);
   CHECK(report.delegates[0].payload_keys == std::vector<std::string>{report.named_data[0].key, report.named_data[1].key});
   REQUIRE(report.blobs.size() == 1);
@@ -352,7 +352,7 @@ TEST_CASE("sample metal_hashkeys.pte: libomp removed, so key renewed in NamedDat
   for (const DylibReport& dylib : after.slices[0].dylibs) names.push_back(dylib.install_name);
   CHECK(names == expected_names);
   CHECK(names.size() + 1 == before.slices[0].dylibs.size());
-  CHECK(after.slices[0].signature.status == "valid");
+  CHECK(after.slices[0].signature.status == SignatureStatus::Valid);
   CHECK(after.removable_count() == 0);  // nothing left to remove
 
   REQUIRE(rewrite.report.blobs.size() == 1);
@@ -377,7 +377,7 @@ TEST_CASE("sample metal_methodkeys.pte: libomp removed, keys unchanged, nothing 
   CHECK(new_blob != old_blob);
   for (uint64_t i = 0; i < input.size(); ++i)
     if ((i < kBlobAt || i >= kBlobAt + kBlobSize) && input[i] != rewrite.output[i]) FAIL_CHECK("byte " << hex(i) << " changed");
-  CHECK(inspect_macho(Bytes(new_blob)).slices.at(0).signature.status == "valid");
+  CHECK(inspect_macho(Bytes(new_blob)).slices.at(0).signature.status == SignatureStatus::Valid);
   REQUIRE(rewrite.report.blobs.size() == 1);
   CHECK(rewrite.report.blobs[0].macho.removed_count() == 1);
   CHECK(rewrite.report.blobs[0].renewals.empty());
@@ -440,7 +440,7 @@ TEST_CASE("matrix: a signed blob whose code changed refuses the file, .pte and .
     MachOReport blob = inspect_macho(container.segment_bytes(segments[0]));
     const SliceReport* target = nullptr;
     for (const SliceReport& slice : blob.slices)
-      if (!target && slice.signature.status == "valid") target = &slice;
+      if (!target && slice.signature.status == SignatureStatus::Valid) target = &slice;
     if (!target) continue;  // unsigned blobs: nothing to break
     MachO image = parse_macho(Bytes(input.data() + target->offset, target->size, target->offset));
     uint64_t text = 0;
@@ -467,17 +467,17 @@ TEST_CASE("matrix: kinds of named data and keys are reported") {
     if (test_case.name != "method_with_elf_and_other" && test_case.name != "hash_universal") continue;
     std::vector<uint8_t> input = pte_test::build(test_case.spec);
     PteReport report = inspect_pte(Bytes(input));
-    std::vector<std::string> kinds;
+    std::vector<BlobKind> kinds;
     for (const NamedDataReport& named : report.named_data) kinds.push_back(named.kind);
     if (test_case.name == "hash_universal") {
-      CHECK(kinds == std::vector<std::string>{"mach-o universal", "other"});
+      CHECK(kinds == std::vector<BlobKind>{BlobKind::Universal, BlobKind::Other});
       CHECK(report.named_data[0].content_hash_key);
       REQUIRE(report.blobs.size() == 1);
       CHECK(report.blobs[0].macho.universal);
       CHECK(report.blobs[0].macho.removable_count() == 2);  // libomp in each slice
       CHECK(report.blobs[0].macho.removed_count() == 0);    // inspect removes nothing
     } else {
-      CHECK(kinds == std::vector<std::string>{"mach-o", "other", "elf", "other"});
+      CHECK(kinds == std::vector<BlobKind>{BlobKind::MachO, BlobKind::Other, BlobKind::Elf, BlobKind::Other});
       CHECK(!report.named_data[0].content_hash_key);
     }
   }
@@ -821,5 +821,4 @@ TEST_CASE("file kinds are told apart by content") {
   std::vector<uint8_t> short_file{1, 2, 3};
   CHECK(!looks_like_pte(Bytes(short_file)));
   CHECK(!looks_like_ptd(Bytes(short_file)));
-  CHECK(std::string(container_kind_name(ContainerKind::Ptd)) == "ptd");
 }

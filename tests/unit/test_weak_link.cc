@@ -335,15 +335,15 @@ TEST_SUITE("edit --weak-link: plan_weak_link_edit") {
     options.weak_link = {"libfoo.dylib"};
     WeakLinkEdit stage = plan_weak_link_edit(image, scan, options);
     REQUIRE(stage.records.size() == 1);
-    CHECK(stage.records[0].kind == "weak-link");
+    CHECK(stage.records[0].kind == EditKind::WeakLink);
     CHECK(stage.records[0].old_value == kFoo);
-    CHECK(stage.records[0].status == "applied");
+    CHECK(stage.records[0].status == EditStatus::Applied);
     CHECK(stage.ordinals == std::vector<int>{2});
     std::vector<uint8_t> after = apply_weak_link(image, scan, stage.ordinals);
     MachO again = parse_macho(Bytes(after.data(), after.size()));
     WeakLinkEdit second = plan_weak_link_edit(again, scan_imports(again), options);
     REQUIRE(second.records.size() == 1);
-    CHECK(second.records[0].status == "already");
+    CHECK(second.records[0].status == EditStatus::Already);
     CHECK(second.ordinals.empty());
   }
 
@@ -361,7 +361,7 @@ TEST_SUITE("edit --weak-link: plan_weak_link_edit") {
     WeakLinkEdit stage = plan_weak_link_edit(image, scan, options);
     REQUIRE(stage.records.size() == 1);
     CHECK(stage.records[0].old_value == "libnothere*");
-    CHECK(stage.records[0].status == "no match");
+    CHECK(stage.records[0].status == EditStatus::NoMatch);
     CHECK(stage.ordinals.empty());
   }
 

@@ -1,0 +1,54 @@
+// The words the reports use for core's typed results (tool/report_text.h): schema 1's
+// values (README "JSON report"), which the Python package's Literal types repeat.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "tool/report_text.h"
+
+using namespace machofix;
+using machofix::cli::to_text;
+
+TEST_CASE("report words: statuses") {
+  CHECK(std::string(to_text(FileStatus::Changed)) == "changed");
+  CHECK(std::string(to_text(FileStatus::Unchanged)) == "unchanged");
+  CHECK(std::string(to_text(FileStatus::WouldChange)) == "would change");
+  CHECK(std::string(to_text(FileStatus::Inspected)) == "inspected");
+  CHECK(std::string(to_text(FileStatus::Skipped)) == "skipped");
+  CHECK(std::string(to_text(FileStatus::Failed)) == "failed");
+  CHECK(std::string(to_text(SignatureStatus::Unsigned)) == "unsigned");
+  CHECK(std::string(to_text(SignatureStatus::Valid)) == "valid");
+  CHECK(std::string(to_text(SignatureStatus::Invalid)) == "invalid");
+  CHECK(std::string(to_text(SignatureStatus::Added)) == "added");
+  CHECK(std::string(to_text(SignatureStatus::Renewed)) == "renewed");
+  CHECK(std::string(to_text(SignatureStatus::ReplacedAdHoc)) == "replaced (ad hoc)");
+  CHECK(std::string(to_text(EditStatus::Applied)) == "applied");
+  CHECK(std::string(to_text(EditStatus::Already)) == "already");
+  CHECK(std::string(to_text(EditStatus::NoMatch)) == "no match");
+}
+
+TEST_CASE("report words: kinds") {
+  CHECK(std::string(to_text(FileKind::MachO)) == "mach-o");
+  CHECK(std::string(to_text(FileKind::Universal)) == "mach-o universal");
+  CHECK(std::string(to_text(FileKind::Pte)) == "pte");
+  CHECK(std::string(to_text(FileKind::Ptd)) == "ptd");
+  CHECK(std::string(to_text(FileKind::Archive)) == "archive");
+  CHECK(std::string(to_text(FileKind::Elf)) == "elf");
+  CHECK(std::string(to_text(FileKind::Other)) == "other");
+  CHECK(std::string(to_text(ContainerKind::Pte)) == "pte");
+  CHECK(std::string(to_text(ContainerKind::Ptd)) == "ptd");
+  CHECK(std::string(to_text(BlobKind::MachO)) == "mach-o");
+  CHECK(std::string(to_text(BlobKind::Universal)) == "mach-o universal");
+  CHECK(std::string(to_text(BlobKind::Elf)) == "elf");
+  CHECK(std::string(to_text(BlobKind::Other)) == "other");
+  CHECK(std::string(to_text(DylibKind::Load)) == "load");
+  CHECK(std::string(to_text(DylibKind::Weak)) == "weak");
+  CHECK(std::string(to_text(DylibKind::Reexport)) == "reexport");
+  CHECK(std::string(to_text(DylibKind::Upward)) == "upward");
+  CHECK(std::string(to_text(EditKind::DeleteRpath)) == "delete-rpath");
+  CHECK(std::string(to_text(EditKind::Rpath)) == "rpath");
+  CHECK(std::string(to_text(EditKind::Id)) == "id");
+  CHECK(std::string(to_text(EditKind::Change)) == "change");
+  CHECK(std::string(to_text(EditKind::AddRpath)) == "add-rpath");
+  CHECK(std::string(to_text(EditKind::WeakLink)) == "weak-link");
+}

@@ -1,0 +1,87 @@
+#include "tool/report_text.h"
+
+namespace machofix::cli {
+
+// After each switch: unreachable for a valid value (the switch covers them all).
+
+const char* to_text(FileKind kind) {
+  switch (kind) {
+    case FileKind::MachO: return "mach-o";
+    case FileKind::Universal: return "mach-o universal";
+    case FileKind::Pte: return "pte";
+    case FileKind::Ptd: return "ptd";
+    case FileKind::Archive: return "archive";
+    case FileKind::Elf: return "elf";
+    case FileKind::Other: return "other";
+  }
+  return "?";
+}
+
+const char* to_text(FileStatus status) {
+  switch (status) {
+    case FileStatus::Changed: return "changed";
+    case FileStatus::Unchanged: return "unchanged";
+    case FileStatus::WouldChange: return "would change";
+    case FileStatus::Inspected: return "inspected";
+    case FileStatus::Skipped: return "skipped";
+    case FileStatus::Failed: return "failed";
+  }
+  return "?";
+}
+
+const char* to_text(SignatureStatus status) {
+  switch (status) {
+    case SignatureStatus::Unsigned: return "unsigned";
+    case SignatureStatus::Valid: return "valid";
+    case SignatureStatus::Invalid: return "invalid";
+    case SignatureStatus::Added: return "added";
+    case SignatureStatus::Renewed: return "renewed";
+    case SignatureStatus::ReplacedAdHoc: return "replaced (ad hoc)";
+  }
+  return "?";
+}
+
+// The word core's own messages use too (core/macho.h).
+const char* to_text(DylibKind kind) { return dylib_kind_name(kind); }
+
+const char* to_text(ContainerKind kind) {
+  switch (kind) {
+    case ContainerKind::Pte: return "pte";
+    case ContainerKind::Ptd: return "ptd";
+  }
+  return "?";
+}
+
+// A named-data blob is described as a file of that kind would be.
+const char* to_text(BlobKind kind) {
+  switch (kind) {
+    case BlobKind::MachO: return to_text(FileKind::MachO);
+    case BlobKind::Universal: return to_text(FileKind::Universal);
+    case BlobKind::Elf: return to_text(FileKind::Elf);
+    case BlobKind::Other: return to_text(FileKind::Other);
+  }
+  return "?";
+}
+
+const char* to_text(EditKind kind) {
+  switch (kind) {
+    case EditKind::DeleteRpath: return "delete-rpath";
+    case EditKind::Rpath: return "rpath";
+    case EditKind::Id: return "id";
+    case EditKind::Change: return "change";
+    case EditKind::AddRpath: return "add-rpath";
+    case EditKind::WeakLink: return "weak-link";
+  }
+  return "?";
+}
+
+const char* to_text(EditStatus status) {
+  switch (status) {
+    case EditStatus::Applied: return "applied";
+    case EditStatus::Already: return "already";
+    case EditStatus::NoMatch: return "no match";
+  }
+  return "?";
+}
+
+}  // namespace machofix::cli

@@ -1,0 +1,19 @@
+// The words the reports (text, JSON schema 1, the Python package) use for core's
+// typed results: one function per enum, each a switch without a default, so that a
+// new value without its text does not compile (-Werror=switch).
+#pragma once
+
+#include "core/job.h"
+
+namespace machofix::cli {
+
+const char* to_text(FileKind kind);             // "mach-o", "mach-o universal", "pte", ...
+const char* to_text(FileStatus status);         // "changed", "would change", ...
+const char* to_text(SignatureStatus status);    // "unsigned", "valid", ..., "replaced (ad hoc)"
+const char* to_text(DylibKind kind);            // "load", "weak", "reexport", "upward"
+const char* to_text(ContainerKind kind);        // "pte", "ptd"
+const char* to_text(BlobKind kind);             // as FileKind's
+const char* to_text(EditKind kind);             // the option's name: "delete-rpath", ...
+const char* to_text(EditStatus status);         // "applied", "already", "no match"
+
+}  // namespace machofix::cli
