@@ -7,7 +7,6 @@
 #include "core/batch.h"
 #include "core/check.h"
 #include "core/job.h"
-#include "tool/json.h"
 
 namespace machofix::cli {
 
