@@ -1,8 +1,13 @@
 // Embedded code signatures (LC_CODE_SIGNATURE): read, verify, renew, add.
 //
-// See shared/spec/codesign.md. All signature fields are big-endian. A renewal keeps
-// the existing structure (blobs, order, identifier, flags, hash types, page size)
-// and recomputes only hashes, so re-signing a valid file changes nothing.
+// See shared/spec/codesign.md. A renewal keeps the existing structure (blobs, order,
+// identifier, flags, hash types, page size) and recomputes only hashes, so re-signing
+// a valid file changes nothing.
+//
+// The on-disk structures are declared in core/codesign_format.h. One file per job:
+// codesign_read.cc reads a signature and applies the kernel's structural checks,
+// codesign_verify.cc checks every hash, codesign_write.cc builds and writes
+// signatures, codesign_attach.cc makes room in a Mach-O for a new one.
 #pragma once
 
 #include <cstdint>
@@ -10,38 +15,12 @@
 #include <string>
 #include <vector>
 
+#include "core/codesign_format.h"
 #include "core/macho.h"
 
 namespace machofix {
 
-// Signature constants (xnu osfmk/kern/cs_blobs.h).
-namespace cs {
-constexpr uint32_t kSuperBlobMagic = 0xfade0cc0;
-constexpr uint32_t kCodeDirectoryMagic = 0xfade0c02;
-constexpr uint32_t kRequirementsMagic = 0xfade0c01;
-constexpr uint32_t kEntitlementsMagic = 0xfade7171;
-constexpr uint32_t kDerEntitlementsMagic = 0xfade7172;
-constexpr uint32_t kCmsWrapperMagic = 0xfade0b01;
-
-constexpr uint32_t kSlotCodeDirectory = 0;
-constexpr uint32_t kSlotInfoPlist = 1;
-constexpr uint32_t kSlotRequirements = 2;
-constexpr uint32_t kSlotResources = 3;
-constexpr uint32_t kSlotEntitlements = 5;
-constexpr uint32_t kSlotDerEntitlements = 7;
-constexpr uint32_t kSlotAlternateCodeDirectory = 0x1000;  // up to 0x1004
-constexpr uint32_t kAlternateCodeDirectoryCount = 5;
-constexpr uint32_t kSlotCms = 0x10000;
-
-constexpr uint32_t kFlagAdhoc = 0x2;
-constexpr uint32_t kFlagRuntime = 0x10000;
-constexpr uint32_t kFlagLinkerSigned = 0x20000;
-constexpr uint64_t kExecSegMainBinary = 0x1;
-
-constexpr uint32_t kVersionExecSeg = 0x20400;  // what lld and ld64 write
-constexpr uint32_t kEmptyCmsLength = 8;        // a CMS wrapper with no content: ad hoc
-}  // namespace cs
-
+// A CodeDirectory as read (its on-disk form: cs::CodeDirectoryHeader).
 struct CodeDirectory {
   uint32_t slot = 0;    // 0 or 0x1000-0x1004
   uint64_t offset = 0;  // from the start of the SuperBlob

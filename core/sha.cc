@@ -130,7 +130,7 @@ std::vector<uint8_t> Hasher::hash(const Bytes& data) {
 
 std::vector<uint8_t> hash_pages(const Bytes& code, uint64_t page_size, uint8_t hash_type, unsigned threads) {
   if (page_size == 0) fail("internal error: page size 0");
-  uint64_t pages = code.size() / page_size + (code.size() % page_size != 0);
+  uint64_t pages = page_count(code.size(), page_size);
   std::vector<uint8_t> out(pages * stored_hash_size(hash_type));
   ProgressMeter* progress = ProgressScope::current();  // the second thread has none of its own
   bool two_threads = threads == 0 ? pages >= 2 * kPagesPerThreadMinimum && std::thread::hardware_concurrency() >= 2

@@ -47,6 +47,10 @@ class Hasher {
   uint8_t size_;
 };
 
+// How many pages of `page_size` bytes cover `size` bytes, the last one possibly
+// short: the number of hashes hash_pages writes, a CodeDirectory's nCodeSlots.
+constexpr uint64_t page_count(uint64_t size, uint64_t page_size) { return size / page_size + (size % page_size != 0); }
+
 // The hashes of [0, page), [page, 2*page), ... of `code`, the last page short,
 // concatenated (stored_hash_size bytes each). threads: 0 = automatic (two for
 // large inputs on a machine with two cores or more), else at most that many.
