@@ -1,0 +1,19 @@
+// Small helpers that several parts of core/ need, written once.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace machofix {
+
+// `value` rounded up to a multiple of `alignment` (not 0); no overflow check: callers
+// pass sizes and offsets already known to be far below 2^64.
+constexpr uint64_t align_up(uint64_t value, uint64_t alignment) { return (value + alignment - 1) / alignment * alignment; }
+
+// What follows the last '/' of a path or install name (all of it when there is none).
+inline std::string last_path_component(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace machofix
