@@ -165,7 +165,7 @@ class Reader {
       bytes_.fail_here(offsetof(MachHeader64, filetype), "a " + filetype_description(image_.filetype) + " is not supported (only dylibs, bundles and executables)");
     if (!fits(sizeof(MachHeader64), image_.sizeofcmds, bytes_.size()))
       bytes_.fail_here(offsetof(MachHeader64, sizeofcmds), "sizeofcmds " + std::to_string(image_.sizeofcmds) + " runs past the end of the file" + rule("lc-sizeofcmds"));
-    if (image_.ncmds > image_.sizeofcmds / 8)
+    if (image_.ncmds > image_.sizeofcmds / sizeof(macho::LoadCommand))  // each command is 8 bytes or more
       bytes_.fail_here(offsetof(MachHeader64, ncmds), "ncmds " + std::to_string(image_.ncmds) + " cannot fit in sizeofcmds " +
                                std::to_string(image_.sizeofcmds) + rule("lc-walk"));
   }
