@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "core/codesign_internal.h"
+#include "core/load_commands.h"
 #include "core/macho_format.h"
 #include "core/macho_structs.h"
 
@@ -75,13 +76,16 @@ void grow_linkedit(std::vector<uint8_t>& out, const MachO& image, const Segment&
 }
 
 void append_signature_command(std::vector<uint8_t>& out, const MachO& image, const LinkerSignatureLayout& layout) {
-  uint64_t at = image.load_commands_end();
-  put_u32(out, at, macho::LC_CODE_SIGNATURE);
-  put_u32(out, at + 4, kLoadCommandSize);
-  put_u32(out, at + 8, static_cast<uint32_t>(layout.offset));
-  put_u32(out, at + 12, static_cast<uint32_t>(layout.size));
-  put_u32(out, 16, image.ncmds + 1);
-  put_u32(out, 20, image.sizeofcmds + kLoadCommandSize);
+  macho::LinkeditDataCommand command;
+  command.cmd = macho::LC_CODE_SIGNATURE;
+  command.cmdsize = sizeof command;
+  command.dataoff = static_cast<uint32_t>(layout.offset);
+  command.datasize = static_cast<uint32_t>(layout.size);
+  std::vector<uint8_t> bytes(sizeof command);
+  put(bytes, 0, command);
+  LoadCommandList commands(image);  // appended last, as ld64 and lld place it
+  commands.insert(commands.size(), std::move(bytes));
+  commands.write(image, out);
 }
 
 }  // namespace
@@ -121,16 +125,12 @@ std::vector<uint8_t> replace_unreadable_signature(const MachO& image, const std:
   // The slice up to the signature, __LINKEDIT ending there, without LC_CODE_SIGNATURE
   // (the commands after it move up; the freed bytes become zero header padding).
   std::vector<uint8_t> stripped(image.bytes.data(), image.bytes.data() + dataoff);
-  put_u64(stripped, image.commands[linkedit->command_index].offset + 48, dataoff - linkedit->file_offset);
-  const LoadCommand& removed = image.commands[*image.code_signature_command];
-  std::vector<uint8_t> area;
-  for (const LoadCommand& command : image.commands)
-    if (&command != &removed)
-      area.insert(area.end(), stripped.begin() + command.offset, stripped.begin() + command.offset + command.size);
-  area.resize(image.sizeofcmds, 0);
-  put_bytes(stripped, macho::kHeaderSize64, area.data(), area.size());
-  put_u32(stripped, 16, image.ncmds - 1);
-  put_u32(stripped, 20, image.sizeofcmds - removed.size);
+  LoadCommandList commands(image);
+  std::vector<uint8_t> segment = commands.bytes(linkedit->command_index);
+  put_u64(segment, offsetof(macho::SegmentCommand64, filesize), dataoff - linkedit->file_offset);
+  commands.replace(linkedit->command_index, std::move(segment));
+  commands.remove(*image.code_signature_command);
+  commands.write(image, stripped);
   return add_adhoc_signature(parse_macho(Bytes(stripped.data(), stripped.size(), image.bytes.base())), identifier);
 }
 

@@ -8,6 +8,7 @@
 
 #include "core/lief_check.h"
 #include "core/macho_format.h"
+#include "core/macho_structs.h"
 #include "core/proof_seam.h"
 #include "core/prune.h"
 
@@ -59,7 +60,7 @@ class Planner {
   std::vector<size_t> rpaths_where(const std::function<bool(const std::string&)>& wanted) {
     std::vector<size_t> found;
     for (size_t i = 0; i < commands().size(); ++i)
-      if (commands().cmd(i) == macho::LC_RPATH && wanted(command_string(commands().bytes(i), macho::kRpathPathOffsetField)))
+      if (commands().cmd(i) == macho::LC_RPATH && wanted(command_string(commands().bytes(i), offsetof(macho::RpathCommand, path_offset))))
         found.push_back(i);
     return found;
   }
@@ -74,7 +75,7 @@ class Planner {
     if (found.empty())
       return unmatched(EditKind::DeleteRpath, glob, "", "--delete-rpath " + quoted(glob) + ": no LC_RPATH matches");
     for (auto index = found.rbegin(); index != found.rend(); ++index) {
-      std::string path = command_string(commands().bytes(*index), macho::kRpathPathOffsetField);
+      std::string path = command_string(commands().bytes(*index), offsetof(macho::RpathCommand, path_offset));
       record(EditKind::DeleteRpath, path, "", EditStatus::Applied);
       commands().remove(*index);
     }
@@ -91,7 +92,7 @@ class Planner {
       return unmatched(EditKind::Rpath, old_path, new_path,
                        "--rpath " + quoted(old_path) + " " + quoted(new_path) + ": would duplicate the LC_RPATH " + quoted(new_path));
     size_t index = found.front();  // as install_name_tool: the first
-    commands().replace(index, with_command_string(commands().bytes(index), macho::kRpathPathOffsetField, new_path));
+    commands().replace(index, with_command_string(commands().bytes(index), offsetof(macho::RpathCommand, path_offset), new_path));
     record(EditKind::Rpath, old_path, new_path, EditStatus::Applied);
   }
 
@@ -102,9 +103,9 @@ class Planner {
     if (image_.filetype != macho::MH_DYLIB || !index)
       return unmatched(EditKind::Id, "", name, "--id " + quoted(name) + ": not a dylib with an LC_ID_DYLIB (the file type is " +
                                            image_.filetype_name() + ")");
-    std::string old_name = command_string(commands().bytes(*index), macho::kDylibNameOffsetField);
+    std::string old_name = command_string(commands().bytes(*index), offsetof(macho::DylibCommand, name_offset));
     if (old_name == name) return record(EditKind::Id, old_name, name, EditStatus::Already);
-    commands().replace(*index, with_command_string(commands().bytes(*index), macho::kDylibNameOffsetField, name));
+    commands().replace(*index, with_command_string(commands().bytes(*index), offsetof(macho::DylibCommand, name_offset), name));
     record(EditKind::Id, old_name, name, EditStatus::Applied);
   }
 
@@ -112,10 +113,10 @@ class Planner {
     bool matched = false, already = false;
     for (size_t i = 0; i < commands().size(); ++i) {
       if (!is_dylib_command(commands().cmd(i))) continue;
-      std::string name = command_string(commands().bytes(i), macho::kDylibNameOffsetField);
+      std::string name = command_string(commands().bytes(i), offsetof(macho::DylibCommand, name_offset));
       already |= name == new_name;
       if (!install_name_matches(glob, name) || name == new_name) continue;
-      commands().replace(i, with_command_string(commands().bytes(i), macho::kDylibNameOffsetField, new_name));
+      commands().replace(i, with_command_string(commands().bytes(i), offsetof(macho::DylibCommand, name_offset), new_name));
       record(EditKind::Change, name, new_name, EditStatus::Applied);
       matched = true;
     }
@@ -173,8 +174,8 @@ void verify_untouched(const MachO& before, uint64_t commands_end, uint64_t area_
     if (auto changed = first_difference(before.bytes.data(), after.data(), start, end))
       verification_failed("byte at slice offset " + hex(*changed) + " changed outside the load commands");
   };
-  compare(0, macho::kHeaderNcmdsOffset);
-  compare(macho::kHeaderSizeofcmdsOffset + 4, macho::kHeaderSize64);
+  compare(0, offsetof(macho::MachHeader64, ncmds));
+  compare(offsetof(macho::MachHeader64, flags), sizeof(macho::MachHeader64));
   for (uint64_t at = commands_end; at < area_end; ++at)
     if (after[at] != 0) verification_failed("byte at slice offset " + hex(at) + " after the load commands is not zero");
   compare(area_end, after.size());
@@ -220,8 +221,8 @@ void verify_edit(const MachO& before, const ImportScan& before_scan, const EditP
   ImportScan reread_scan = scan_imports(reread);
   verify_commands(plan, reread);
   verify_imports(before_scan, reread_scan);
-  uint64_t area_end = macho::kHeaderSize64 + std::max<uint64_t>(before.sizeofcmds, plan.commands.sizeofcmds());
-  verify_untouched(before, macho::kHeaderSize64 + plan.commands.sizeofcmds(), area_end, seam::offer(seam::ProofStep::Untouched, after, spoiled_for_untouched));
+  uint64_t area_end = sizeof(macho::MachHeader64) + std::max<uint64_t>(before.sizeofcmds, plan.commands.sizeofcmds());
+  verify_untouched(before, sizeof(macho::MachHeader64) + plan.commands.sizeofcmds(), area_end, seam::offer(seam::ProofStep::Untouched, after, spoiled_for_untouched));
   cross_check_with_lief(seam::offer(seam::ProofStep::Lief, after, spoiled_for_lief), reread, reread_scan);
 }
 

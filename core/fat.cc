@@ -4,37 +4,54 @@
 
 #include "core/macho.h"
 #include "core/macho_format.h"
+#include "core/macho_structs.h"
+#include "core/util.h"
 
 namespace machofix {
 
+using macho::FatArch;
+using macho::FatArch64;
+using macho::FatHeader;
+
+uint64_t fat_arch_size(bool fat64) { return fat64 ? sizeof(FatArch64) : sizeof(FatArch); }
+
+FatSlice read_fat_arch(const Bytes& file, uint64_t at, bool fat64) {
+  FatSlice slice;
+  if (fat64) {
+    FatArch64 arch = file.get<FatArch64>(at, "fat_arch_64");
+    slice = {arch.cputype, arch.cpusubtype, arch.offset, arch.size, arch.align};
+  } else {
+    FatArch arch = file.get<FatArch>(at, "fat_arch");
+    slice = {arch.cputype, arch.cpusubtype, arch.offset, arch.size, arch.align};
+  }
+  return slice;
+}
+
 uint64_t fat_header_size(const Universal& universal) {
-  return 8 + universal.slices.size() * (universal.fat64 ? 32 : 20);
+  return sizeof(FatHeader) + universal.slices.size() * fat_arch_size(universal.fat64);
 }
 
 Universal parse_universal(const Bytes& file) {
   Universal universal;
-  uint32_t magic = file.be32(0, "fat magic");
+  uint32_t magic = file.be32(offsetof(FatHeader, magic), "fat magic");
   if (magic != macho::FAT_MAGIC && magic != macho::FAT_MAGIC_64) file.fail_here(0, "not a universal file");
   universal.fat64 = magic == macho::FAT_MAGIC_64;
-  uint32_t count = file.be32(4, "nfat_arch");
-  if (count == 0 || count > 64) file.fail_here(4, "nfat_arch " + std::to_string(count) + " is not a plausible slice count");
-  uint64_t entry_size = universal.fat64 ? 32 : 20;
-  file.require(8, count * entry_size, "fat_arch table");
+  uint32_t count = file.be32(offsetof(FatHeader, nfat_arch), "nfat_arch");
+  if (count == 0 || count > 64) file.fail_here(offsetof(FatHeader, nfat_arch), "nfat_arch " + std::to_string(count) + " is not a plausible slice count");
+  uint64_t entry_size = fat_arch_size(universal.fat64);
+  file.require(sizeof(FatHeader), count * entry_size, "fat_arch table");
   for (uint32_t i = 0; i < count; ++i) {
-    uint64_t at = 8 + i * entry_size;
-    FatSlice slice;
-    slice.cputype = file.be32(at);
-    slice.cpusubtype = file.be32(at + 4);
-    slice.offset = universal.fat64 ? file.be64(at + 8) : file.be32(at + 8);
-    slice.size = universal.fat64 ? file.be64(at + 16) : file.be32(at + 12);
-    slice.align = universal.fat64 ? file.be32(at + 24) : file.be32(at + 16);
+    uint64_t at = sizeof(FatHeader) + i * entry_size;
+    FatSlice slice = read_fat_arch(file, at, universal.fat64);
+    // The offset field is at the same place in both entry formats.
+    uint64_t offset_at = at + offsetof(FatArch, offset);
     std::string arch = cpu_name(slice.cputype, slice.cpusubtype);
     if (slice.align > 15) file.fail_here(at, "slice " + arch + ": alignment 2^" + std::to_string(slice.align) + " is too large");
     if (!fits(slice.offset, slice.size, file.size()))
-      file.fail_here(at + 8, "slice " + arch + " (offset " + hex(slice.offset) + ", size " + hex(slice.size) +
+      file.fail_here(offset_at, "slice " + arch + " (offset " + hex(slice.offset) + ", size " + hex(slice.size) +
                                  ") runs past the end of the file");
-    if (slice.offset < 8 + count * entry_size)
-      file.fail_here(at + 8, "slice " + arch + " overlaps the fat header");
+    if (slice.offset < sizeof(FatHeader) + count * entry_size)
+      file.fail_here(offset_at, "slice " + arch + " overlaps the fat header");
     universal.slices.push_back(slice);
   }
   std::vector<FatSlice> by_offset = universal.slices;
@@ -47,7 +64,7 @@ Universal parse_universal(const Bytes& file) {
     for (size_t j = 0; j < i; ++j)
       if (universal.slices[i].cputype == universal.slices[j].cputype &&
           (universal.slices[i].cpusubtype & 0xffffff) == (universal.slices[j].cpusubtype & 0xffffff))
-        file.fail_here(8 + i * entry_size, "architecture " +
+        file.fail_here(sizeof(FatHeader) + i * entry_size, "architecture " +
                                                cpu_name(universal.slices[i].cputype, universal.slices[i].cpusubtype) +
                                                " appears twice");
   return universal;
@@ -66,7 +83,7 @@ std::vector<uint64_t> layout_universal(Universal& universal, const std::vector<u
     // architecture (loader rule fat-slice-aligned).
     uint64_t page = slice.cputype == macho::CPU_TYPE_ARM64 || slice.cputype == macho::CPU_TYPE_ARM64_32 ? 0x4000 : 0x1000;
     uint64_t alignment = std::max(uint64_t(1) << slice.align, page);
-    uint64_t aligned = (position + alignment - 1) & ~(alignment - 1);
+    uint64_t aligned = align_up(position, alignment);
     // The first slice stays where it was when possible (lipo puts it on a page).
     if (index == order.front()) aligned = std::max(aligned, slice.offset);
     slice.offset = aligned;
@@ -82,22 +99,31 @@ std::vector<uint64_t> layout_universal(Universal& universal, const std::vector<u
 
 std::vector<uint8_t> universal_header_bytes(const Universal& universal) {
   std::vector<uint8_t> header(fat_header_size(universal), 0);
-  put_be32(header, 0, universal.fat64 ? macho::FAT_MAGIC_64 : macho::FAT_MAGIC);
-  put_be32(header, 4, static_cast<uint32_t>(universal.slices.size()));
-  uint64_t entry_size = universal.fat64 ? 32 : 20;
+  FatHeader fat_header;
+  fat_header.magic = universal.fat64 ? macho::FAT_MAGIC_64 : macho::FAT_MAGIC;
+  fat_header.nfat_arch = static_cast<uint32_t>(universal.slices.size());
+  put(header, 0, fat_header);
+  uint64_t entry_size = fat_arch_size(universal.fat64);
   for (size_t i = 0; i < universal.slices.size(); ++i) {
     const FatSlice& slice = universal.slices[i];
-    uint64_t at = 8 + i * entry_size;
-    put_be32(header, at, slice.cputype);
-    put_be32(header, at + 4, slice.cpusubtype);
+    uint64_t at = sizeof(FatHeader) + i * entry_size;
     if (universal.fat64) {
-      put_be64(header, at + 8, slice.offset);
-      put_be64(header, at + 16, slice.size);
-      put_be32(header, at + 24, slice.align);
+      FatArch64 arch{};
+      arch.cputype = slice.cputype;
+      arch.cpusubtype = slice.cpusubtype;
+      arch.offset = slice.offset;
+      arch.size = slice.size;
+      arch.align = slice.align;
+      arch.reserved = 0;
+      put(header, at, arch);
     } else {
-      put_be32(header, at + 8, static_cast<uint32_t>(slice.offset));
-      put_be32(header, at + 12, static_cast<uint32_t>(slice.size));
-      put_be32(header, at + 16, slice.align);
+      FatArch arch;
+      arch.cputype = slice.cputype;
+      arch.cpusubtype = slice.cpusubtype;
+      arch.offset = static_cast<uint32_t>(slice.offset);
+      arch.size = static_cast<uint32_t>(slice.size);
+      arch.align = slice.align;
+      put(header, at, arch);
     }
   }
   return header;

@@ -27,6 +27,11 @@ Universal parse_universal(const Bytes& file);
 
 uint64_t fat_header_size(const Universal& universal);
 
+// The size of one fat_arch (20 bytes) or fat_arch_64 (32) entry.
+uint64_t fat_arch_size(bool fat64);
+// The fat_arch or fat_arch_64 entry at `at`; bounds-checked, not validated.
+FatSlice read_fat_arch(const Bytes& file, uint64_t at, bool fat64);
+
 // Lays slices of new sizes out again (order kept, each at its alignment, and at least
 // on a page of its architecture, as dyld requires) and writes
 // the header into `out`'s first bytes; returns each slice's new offset. Used only

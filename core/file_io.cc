@@ -27,6 +27,8 @@
 #endif
 
 #include "core/mapped_pages.h"
+#include "core/util.h"
+
 namespace machofix {
 
 namespace {
@@ -43,13 +45,8 @@ std::string directory_of(const std::string& path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
-std::string base_name(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
 // ".<name>.machofix-<pid>-": the prefix of every temporary file for `target`.
-std::string temp_prefix(const std::string& target) { return "." + base_name(target) + ".machofix-"; }
+std::string temp_prefix(const std::string& target) { return "." + last_path_component(target) + ".machofix-"; }
 
 // ---- Standard input and output ----
 

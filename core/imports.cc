@@ -1,6 +1,7 @@
 #include "core/imports.h"
 
 #include "core/macho_format.h"
+#include "core/macho_structs.h"
 
 #include <algorithm>
 #include <set>
@@ -76,28 +77,26 @@ class Scanner {
     const Symtab& symtab = image_.symtab;
     Bytes strings = image_.bytes.sub(symtab.strings_offset, symtab.strings_size, "string table");
     for (uint64_t index = 0; index < symtab.symbol_count; ++index) {
-      uint64_t at = symtab.symbols_offset + index * kNlist64Size;
-      uint8_t type = image_.bytes.u8(at + 4, "n_type");
-      uint16_t desc = image_.bytes.u16(at + 6, "n_desc");
-      uint64_t value = image_.bytes.u64(at + 8, "n_value");
+      uint64_t at = symtab.symbols_offset + index * sizeof(Nlist64);
+      uint8_t type = image_.bytes.u8(at + offsetof(Nlist64, n_type), "n_type");
+      uint16_t desc = image_.bytes.u16(at + offsetof(Nlist64, n_desc), "n_desc");
+      uint64_t value = image_.bytes.u64(at + offsetof(Nlist64, n_value), "n_value");
       if (type & N_STAB || !(type & N_EXT)) continue;
       uint8_t kind = type & N_TYPE;
       // An undefined symbol with a value is a common symbol: n_desc then holds an alignment.
       if (!(kind == N_UNDF && value == 0) && kind != N_PBUD) continue;
-      uint32_t name_index = image_.bytes.u32(at, "n_strx");
+      uint32_t name_index = image_.bytes.u32(at + offsetof(Nlist64, n_strx), "n_strx");
       if (name_index >= strings.size())
         image_.bytes.fail_here(at, "symbol " + std::to_string(index) + ": name index " + std::to_string(name_index) +
                                        " is outside the string table");
-      uint8_t stored = desc >> 8;
-      int ordinal = stored == NDESC_DYNAMIC_LOOKUP ? BIND_SPECIAL_DYLIB_FLAT_LOOKUP
-                    : stored == NDESC_EXECUTABLE   ? BIND_SPECIAL_DYLIB_MAIN_EXECUTABLE
-                                                   : stored;
-      add_site(ImportSource::Symtab, SiteEncoding::NDescHighByte, at + 7, 1, ordinal);
+      int ordinal = ndesc_ordinal(desc);
+      // The ordinal is n_desc's high byte (little-endian: the second of its two).
+      add_site(ImportSource::Symtab, SiteEncoding::NDescHighByte, at + offsetof(Nlist64, n_desc) + 1, 1, ordinal);
       bool weak_ref = desc & N_WEAK_REF;
       std::string_view name = take_name(strings.cstr(name_index, "symbol name"), at);
       result_.imports.push_back({ImportSource::Symtab, name, ordinal, weak_ref});
       // N_WEAK_REF lies in n_desc's low byte (little-endian: the first of its two).
-      result_.weak_marks.push_back({ImportSource::Symtab, at + kNlistDescOffset, static_cast<uint8_t>(N_WEAK_REF), ordinal,
+      result_.weak_marks.push_back({ImportSource::Symtab, at + offsetof(Nlist64, n_desc), static_cast<uint8_t>(N_WEAK_REF), ordinal,
                                     name, weak_ref});
     }
   }
@@ -201,28 +200,29 @@ class Scanner {
   void scan_chained_fixups() {
     const DataRange& range = image_.chained_fixups;
     Bytes blob = image_.bytes.sub(range.offset, range.size, "chained fixups");
-    blob.require(0, kChainedFixupsHeaderSize, "chained fixups header");
-    uint32_t version = blob.u32(0);
-    if (version != 0) blob.fail_here(0, "unknown chained fixups version " + std::to_string(version));
-    uint32_t imports_offset = blob.u32(8);
-    uint32_t symbols_offset = blob.u32(12);
-    uint32_t count = blob.u32(16);
-    uint32_t format = blob.u32(20);
-    uint32_t symbols_format = blob.u32(24);
+    blob.require(0, sizeof(ChainedFixupsHeader), "chained fixups header");
+    ChainedFixupsHeader header = blob.get<ChainedFixupsHeader>(0, "chained fixups header");
+    uint32_t version = header.fixups_version;
+    if (version != 0) blob.fail_here(offsetof(ChainedFixupsHeader, fixups_version), "unknown chained fixups version " + std::to_string(version));
+    uint32_t imports_offset = header.imports_offset;
+    uint32_t symbols_offset = header.symbols_offset;
+    uint32_t count = header.imports_count;
+    uint32_t format = header.imports_format;
+    uint32_t symbols_format = header.symbols_format;
     uint64_t entry_size = format == DYLD_CHAINED_IMPORT          ? 4
                           : format == DYLD_CHAINED_IMPORT_ADDEND ? 8
                           : format == DYLD_CHAINED_IMPORT_ADDEND64 ? 16
                                                                   : 0;
-    if (!entry_size) blob.fail_here(20, "unknown chained imports format " + std::to_string(format));
+    if (!entry_size) blob.fail_here(offsetof(ChainedFixupsHeader, imports_format), "unknown chained imports format " + std::to_string(format));
     if (!fits(imports_offset, count * entry_size, blob.size()))
-      blob.fail_here(16, std::to_string(count) + " chained imports at " + hex(imports_offset) +
+      blob.fail_here(offsetof(ChainedFixupsHeader, imports_count), std::to_string(count) + " chained imports at " + hex(imports_offset) +
                              " run past the end of the chained fixups data");
     // Renumbering an import that overlays the header or the names would rewrite those.
     uint64_t imports_end = imports_offset + count * entry_size;
-    if (count && imports_offset < kChainedFixupsHeaderSize)
-      blob.fail_here(8, "chained imports at " + hex(imports_offset) + " overlap the chained fixups header");
+    if (count && imports_offset < sizeof(ChainedFixupsHeader))
+      blob.fail_here(offsetof(ChainedFixupsHeader, imports_offset), "chained imports at " + hex(imports_offset) + " overlap the chained fixups header");
     if (count && symbols_offset > imports_offset && symbols_offset < imports_end)
-      blob.fail_here(12, "chained import symbol names at " + hex(symbols_offset) + " overlap the imports table");
+      blob.fail_here(offsetof(ChainedFixupsHeader, symbols_offset), "chained import symbol names at " + hex(symbols_offset) + " overlap the imports table");
     for (uint64_t index = 0; index < count; ++index) {
       uint64_t at = imports_offset + index * entry_size;
       int ordinal;
@@ -232,19 +232,19 @@ class Scanner {
       if (format == DYLD_CHAINED_IMPORT_ADDEND64) {
         uint64_t raw = blob.u64(at);
         uint16_t stored = raw & 0xffff;
-        ordinal = stored > 0xfff0 ? static_cast<int16_t>(stored) : stored;
+        ordinal = chained_ordinal(stored);
         weak = (raw >> 16) & 1;
         name_offset = raw >> 32;
-        add_site(ImportSource::ChainedFixups, SiteEncoding::Chained16, range.offset + at, 2, ordinal);
-        weak_bit_at = range.offset + at + 2;
+        add_site(ImportSource::ChainedFixups, SiteEncoding::Chained16, range.offset + at, sizeof(stored), ordinal);
+        weak_bit_at = range.offset + at + sizeof(stored);  // the byte after the ordinal
       } else {
         uint32_t raw = blob.u32(at);
         uint8_t stored = raw & 0xff;
-        ordinal = stored > 0xf0 ? static_cast<int8_t>(stored) : stored;
+        ordinal = chained_ordinal(stored);
         weak = (raw >> 8) & 1;
         name_offset = raw >> 9;
-        add_site(ImportSource::ChainedFixups, SiteEncoding::Chained8, range.offset + at, 1, ordinal);
-        weak_bit_at = range.offset + at + 1;
+        add_site(ImportSource::ChainedFixups, SiteEncoding::Chained8, range.offset + at, sizeof(stored), ordinal);
+        weak_bit_at = range.offset + at + sizeof(stored);  // the byte after the ordinal
       }
       // Compressed symbol names (symbols_format 1) are not produced by any linker we know;
       // the ordinals are still correct without the names.

@@ -160,10 +160,7 @@ void compare_symbols(const LiefView& lief, const MachO& ours, const ImportScan& 
     if (symbol.type & macho::N_STAB || !(symbol.type & macho::N_EXT)) continue;
     uint8_t kind = symbol.type & macho::N_TYPE;
     if (!(kind == macho::N_UNDF && symbol.value == 0) && kind != macho::N_PBUD) continue;
-    uint8_t stored = symbol.description >> 8;
-    int ordinal = stored == macho::NDESC_DYNAMIC_LOOKUP ? macho::BIND_SPECIAL_DYLIB_FLAT_LOOKUP
-                  : stored == macho::NDESC_EXECUTABLE   ? macho::BIND_SPECIAL_DYLIB_MAIN_EXECUTABLE
-                                                        : stored;
+    int ordinal = macho::ndesc_ordinal(symbol.description);
     if (!our_bindings.count({symbol.name, resolve_ordinal(ours, ordinal)}))
       disagree("undefined symbol " + symbol.name + " names " + resolve_ordinal(ours, ordinal));
   }

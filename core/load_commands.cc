@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "core/macho_format.h"
+#include "core/macho_structs.h"
+#include "core/util.h"
 
 namespace machofix {
 
@@ -12,10 +14,9 @@ uint32_t read_u32(const std::vector<uint8_t>& command, uint64_t offset) {
   return Bytes(command).u32(offset, "load command field");
 }
 
-uint64_t align_up(uint64_t value, uint64_t alignment) { return (value + alignment - 1) / alignment * alignment; }
-
 void check_command(const std::vector<uint8_t>& command) {
-  if (command.size() < 8 || command.size() % macho::kCommandAlign64 != 0 || read_u32(command, macho::kCommandSizeOffset) != command.size())
+  if (command.size() < sizeof(macho::LoadCommand) || command.size() % macho::kCommandAlign64 != 0 ||
+      read_u32(command, offsetof(macho::LoadCommand, cmdsize)) != command.size())
     fail("internal error: a load command of " + std::to_string(command.size()) + " bytes with a cmdsize that does not match");
 }
 
@@ -44,7 +45,7 @@ LoadCommandList::LoadCommandList(const MachO& image) {
   original_ = commands_;
 }
 
-uint32_t LoadCommandList::cmd(size_t index) const { return read_u32(commands_.at(index), 0); }
+uint32_t LoadCommandList::cmd(size_t index) const { return read_u32(commands_.at(index), offsetof(macho::LoadCommand, cmd)); }
 
 void LoadCommandList::replace(size_t index, std::vector<uint8_t> command) {
   check_command(command);
@@ -74,13 +75,13 @@ bool LoadCommandList::changed() const { return commands_ != original_; }
 void LoadCommandList::check_room(const MachO& image) const {
   uint64_t needed = sizeofcmds();
   uint64_t padding_end = header_padding_end(image);
-  uint64_t available = padding_end - macho::kHeaderSize64;
+  uint64_t available = padding_end - sizeof(macho::MachHeader64);
   if (needed > available || needed > UINT32_MAX) {
     Error error("the load commands would need " + std::to_string(needed) + " bytes, but only " + std::to_string(available) +
                     " are available before the first content at " + hex(padding_end) + " (" +
                     std::to_string(available - image.sizeofcmds) +
                     " bytes of header padding); nothing written (relink with a larger -headerpad, or use shorter names)",
-                image.bytes.base() + macho::kHeaderSizeofcmdsOffset);
+                image.bytes.base() + offsetof(macho::MachHeader64, sizeofcmds));
     throw error.as_refusal();
   }
 }
@@ -93,9 +94,9 @@ void LoadCommandList::write(const MachO& image, std::vector<uint8_t>& out) const
   bytes.reserve(area);
   for (const std::vector<uint8_t>& command : commands_) bytes.insert(bytes.end(), command.begin(), command.end());
   bytes.resize(area, 0);  // freed bytes become zero, like unused header padding
-  put_bytes(out, macho::kHeaderSize64, bytes.data(), bytes.size());
-  put_u32(out, macho::kHeaderNcmdsOffset, ncmds());
-  put_u32(out, macho::kHeaderSizeofcmdsOffset, static_cast<uint32_t>(needed));
+  put_bytes(out, sizeof(macho::MachHeader64), bytes.data(), bytes.size());
+  put_u32(out, offsetof(macho::MachHeader64, ncmds), ncmds());
+  put_u32(out, offsetof(macho::MachHeader64, sizeofcmds), static_cast<uint32_t>(needed));
 }
 
 uint64_t header_padding_end(const MachO& image) {
@@ -118,16 +119,18 @@ std::vector<uint8_t> with_command_string(const std::vector<uint8_t>& command, ui
   std::vector<uint8_t> result(command.begin(), command.begin() + offset);
   result.insert(result.end(), text.begin(), text.end());
   result.resize(align_up(result.size() + 1, macho::kCommandAlign64), 0);
-  put_u32(result, macho::kCommandSizeOffset, static_cast<uint32_t>(result.size()));
+  put_u32(result, offsetof(macho::LoadCommand, cmdsize), static_cast<uint32_t>(result.size()));
   return result;
 }
 
 std::vector<uint8_t> rpath_command(const std::string& path) {
-  std::vector<uint8_t> command(macho::kRpathCommandSize, 0);
-  put_u32(command, 0, macho::LC_RPATH);
-  put_u32(command, macho::kCommandSizeOffset, macho::kRpathCommandSize);
-  put_u32(command, macho::kRpathPathOffsetField, macho::kRpathCommandSize);
-  return with_command_string(command, macho::kRpathPathOffsetField, path);
+  macho::RpathCommand fixed;
+  fixed.cmd = macho::LC_RPATH;
+  fixed.cmdsize = sizeof fixed;
+  fixed.path_offset = sizeof fixed;  // the path follows the fixed part
+  std::vector<uint8_t> command(sizeof fixed, 0);
+  put(command, 0, fixed);
+  return with_command_string(command, offsetof(macho::RpathCommand, path_offset), path);
 }
 
 }  // namespace machofix

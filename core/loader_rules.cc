@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/loader_rules_internal.h"
 #include "core/macho_format.h"
+#include "core/macho_structs.h"
 
 namespace machofix {
 
@@ -209,9 +210,9 @@ size_t Check::dependent_dylib_count() const {
 
 std::optional<std::string> Check::install_name() const {
   const Command* id = first(macho::LC_ID_DYLIB);
-  if (!id || id->size < 12) return std::nullopt;
+  if (!id || id->size < sizeof(macho::StringCommand)) return std::nullopt;
   Bytes command = body(*id);
-  uint32_t name_offset = command.u32(8);
+  uint32_t name_offset = command.get<macho::StringCommand>(0, "LC_ID_DYLIB").string_offset;
   std::string name;
   for (uint64_t at = name_offset; at < command.size() && command.u8(at); ++at) name += static_cast<char>(command.u8(at));
   return name;

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/loader_rules_internal.h"
 #include "core/macho_format.h"
+#include "core/macho_structs.h"
 
 namespace machofix::rules {
 
@@ -13,11 +14,9 @@ using namespace macho;
 
 namespace {
 
-// dyld_chained_fixups_header fields.
-constexpr uint64_t kVersion = 0, kStartsOffset = 4, kImportsOffset = 8, kSymbolsOffset = 12, kImportsCount = 16,
-                   kImportsFormat = 20, kSymbolsFormat = 24, kHeaderSize = 28;
-// dyld_chained_starts_in_segment fields.
-constexpr uint64_t kSize = 0, kPageSize = 4, kPointerFormat = 6, kMaxValidPointer = 16, kPageCount = 20, kPageStart = 22;
+using Starts = ChainedStartsInSegment;
+// page_start[page_count] (u16 each) follows dyld_chained_starts_in_segment's fixed part.
+constexpr uint64_t kPageStart = sizeof(Starts);
 constexpr uint16_t kStartNone = 0xffff, kStartMulti = 0x8000, kStartLast = 0x8000;
 constexpr uint16_t kPointerFormatCount = 15;  // DYLD_CHAINED_PTR_ARM64E (1) ... ARM64E_SEGMENTED (14)
 
@@ -43,25 +42,30 @@ class ChainedCheck {
   }
 
   bool header() {
-    if (fixups_.size() < kHeaderSize) return fail("chained-header", 0, "header (28 bytes) does not fit in LC_DYLD_CHAINED_FIXUPS");
-    uint32_t version = fixups_.u32(kVersion);
-    header_ = {fixups_.u32(kStartsOffset), fixups_.u32(kImportsOffset), fixups_.u32(kSymbolsOffset), fixups_.u32(kImportsCount),
-               fixups_.u32(kImportsFormat)};
-    if (version != 0) return fail("chained-header", kVersion, "unknown header version (" + std::to_string(version) + ")");
-    if (header_.starts >= fixups_.size()) return fail("chained-header", kStartsOffset, "starts_offset exceeds LC_DYLD_CHAINED_FIXUPS size");
-    if (header_.imports > fixups_.size()) return fail("chained-header", kImportsOffset, "imports_offset exceeds LC_DYLD_CHAINED_FIXUPS size");
+    if (fixups_.size() < sizeof(ChainedFixupsHeader))
+      return fail("chained-header", 0, "header (28 bytes) does not fit in LC_DYLD_CHAINED_FIXUPS");
+    ChainedFixupsHeader header = fixups_.get<ChainedFixupsHeader>(0, "chained fixups header");
+    uint32_t version = header.fixups_version;
+    header_ = {header.starts_offset, header.imports_offset, header.symbols_offset, header.imports_count, header.imports_format};
+    if (version != 0)
+      return fail("chained-header", offsetof(ChainedFixupsHeader, fixups_version), "unknown header version (" + std::to_string(version) + ")");
+    if (header_.starts >= fixups_.size())
+      return fail("chained-header", offsetof(ChainedFixupsHeader, starts_offset), "starts_offset exceeds LC_DYLD_CHAINED_FIXUPS size");
+    if (header_.imports > fixups_.size())
+      return fail("chained-header", offsetof(ChainedFixupsHeader, imports_offset), "imports_offset exceeds LC_DYLD_CHAINED_FIXUPS size");
     if (header_.format < DYLD_CHAINED_IMPORT || header_.format > DYLD_CHAINED_IMPORT_ADDEND64)
-      return fail("chained-header", kImportsFormat, "unknown imports_format (" + std::to_string(header_.format) + ")");
+      return fail("chained-header", offsetof(ChainedFixupsHeader, imports_format), "unknown imports_format (" + std::to_string(header_.format) + ")");
     if (uint64_t(header_.imports) + import_size(header_.format) * header_.count > header_.symbols)
-      return fail("chained-header", kImportsCount, "imports array overlaps symbols");
-    if (uint32_t symbols_format = fixups_.u32(kSymbolsFormat))
-      return fail("chained-header", kSymbolsFormat, "symbols_format unknown (" + std::to_string(symbols_format) + ")");
+      return fail("chained-header", offsetof(ChainedFixupsHeader, imports_count), "imports array overlaps symbols");
+    if (uint32_t symbols_format = header.symbols_format)
+      return fail("chained-header", offsetof(ChainedFixupsHeader, symbols_format), "symbols_format unknown (" + std::to_string(symbols_format) + ")");
     return true;
   }
 
   bool starts() {
+    // dyld_chained_starts_in_image: seg_count, then seg_info_offset[seg_count] (u32 each).
     uint32_t count = fixups_.u32(header_.starts);  // starts < size, and the header is 28 bytes in
-    if (!fits(header_.starts, 4 + 4 * uint64_t(count), fixups_.size()))
+    if (!fits(header_.starts, sizeof(uint32_t) * (1 + uint64_t(count)), fixups_.size()))
       return fail("chained-starts", header_.starts, "seg_info_offset table of " + std::to_string(count) + " segments runs past the data");
     size_t segments = check_.all(LC_SEGMENT_64).size();
     if (count > segments) return fail("chained-seg-count", header_.starts, "seg_count exceeds number of segments");
@@ -70,7 +74,7 @@ class ChainedCheck {
       return fail("chained-seg-count", header_.starts, "seg_count (" + std::to_string(count) + ") does not match number of segments (" +
                                                            std::to_string(segments) + ")");
     for (uint32_t i = 0; i < count; ++i) {
-      uint32_t info = fixups_.u32(header_.starts + 4 + 4 * uint64_t(i));
+      uint32_t info = fixups_.u32(header_.starts + sizeof(uint32_t) * (1 + uint64_t(i)));
       if (info && !segment_starts(i, header_.starts + uint64_t(info))) return false;
     }
     return true;
@@ -81,45 +85,51 @@ class ChainedCheck {
     uint64_t end_of_starts = header_.imports;
     if (at > end_of_starts || end_of_starts - at < kPageStart)
       return fail("chained-starts", at, "dyld_chained_starts_in_segment for " + segment + " overruns imports table");
-    uint32_t size = fixups_.u32(at + kSize);
-    if (size > end_of_starts - at) return fail("chained-starts", at + kSize, "dyld_chained_starts_in_segment for " + segment + " overruns imports table");
-    uint16_t page_size = fixups_.u16(at + kPageSize), format = fixups_.u16(at + kPointerFormat);
-    if (page_size != 0x1000 && page_size != 0x4000) return fail("chained-starts", at + kPageSize, "page_size not 4KB or 16KB in " + segment);
-    if (format == 0 || format >= kPointerFormatCount) return fail("chained-starts", at + kPointerFormat, "unknown pointer_format in " + segment);
+    Starts starts = fixups_.get<Starts>(at, "dyld_chained_starts_in_segment");  // before the imports, checked above
+    uint32_t size = starts.size;
+    if (size > end_of_starts - at)
+      return fail("chained-starts", at + offsetof(Starts, size), "dyld_chained_starts_in_segment for " + segment + " overruns imports table");
+    uint16_t page_size = starts.page_size, format = starts.pointer_format;
+    if (page_size != 0x1000 && page_size != 0x4000)
+      return fail("chained-starts", at + offsetof(Starts, page_size), "page_size not 4KB or 16KB in " + segment);
+    if (format == 0 || format >= kPointerFormatCount)
+      return fail("chained-starts", at + offsetof(Starts, pointer_format), "unknown pointer_format in " + segment);
     if (!pointer_format_) pointer_format_ = format;
     if (format != *pointer_format_)
-      return fail("chained-starts", at + kPointerFormat, "pointer_format not same for all segments " + std::to_string(format) + " and " +
+      return fail("chained-starts", at + offsetof(Starts, pointer_format), "pointer_format not same for all segments " + std::to_string(format) + " and " +
                                                              std::to_string(*pointer_format_));
-    if (uint32_t max_valid = fixups_.u32(at + kMaxValidPointer)) {
+    if (uint32_t max_valid = starts.max_valid_pointer) {
       if (max_valid_pointer_ && max_valid != max_valid_pointer_)
-        return fail("chained-starts", at + kMaxValidPointer, "different max_valid_pointer values seen in different segments");
+        return fail("chained-starts", at + offsetof(Starts, max_valid_pointer), "different max_valid_pointer values seen in different segments");
       max_valid_pointer_ = max_valid;
     }
-    uint16_t pages = fixups_.u16(at + kPageCount);
-    if (kPageStart + 2 * uint64_t(pages) > size) return fail("chained-starts", at + kPageCount, "page_start array overflows size");
+    uint16_t pages = starts.page_count;
+    if (kPageStart + sizeof(uint16_t) * uint64_t(pages) > size)
+      return fail("chained-starts", at + offsetof(Starts, page_count), "page_start array overflows size");
     return page_starts(segment, at, size, page_size, pages);
   }
 
   bool page_starts(const std::string& segment, uint64_t at, uint32_t size, uint16_t page_size, uint16_t pages) {
-    uint64_t max_overflow = (size - kPageStart) / 2;
-    auto start = [&](uint64_t i) { return fixups_.u16(at + kPageStart + 2 * i); };
+    uint64_t max_overflow = (size - kPageStart) / sizeof(uint16_t);
+    auto start_at = [&](uint64_t i) { return at + kPageStart + sizeof(uint16_t) * i; };
+    auto start = [&](uint64_t i) { return fixups_.u16(start_at(i)); };
     for (uint64_t page = 0; page < pages; ++page) {
       uint16_t offset = start(page);
       if (offset == kStartNone) continue;
       if (!(offset & kStartMulti)) {
         if (offset > page_size)
-          return fail("chained-starts", at + kPageStart + 2 * page, "in " + segment + " page_start[" + std::to_string(page) + "]=" +
+          return fail("chained-starts", start_at(page), "in " + segment + " page_start[" + std::to_string(page) + "]=" +
                                                                         hex(offset) + " exceeds page size");
         continue;
       }
       uint16_t last = 0;
       for (uint64_t overflow = offset & ~kStartMulti;; ++overflow) {
         if (overflow >= max_overflow)
-          return fail("chained-starts", at + kPageStart + 2 * page, "chain overflow index out of range " + std::to_string(overflow) +
+          return fail("chained-starts", start_at(page), "chain overflow index out of range " + std::to_string(overflow) +
                                                                         " (max=" + std::to_string(max_overflow) + ") in " + segment);
         uint16_t entry = start(overflow), in_page = entry & ~kStartLast;
         if (in_page > page_size || (in_page <= last && last != 0))
-          return fail("chained-starts", at + kPageStart + 2 * overflow, "in " + segment + " overflow page_start[" +
+          return fail("chained-starts", start_at(overflow), "in " + segment + " overflow page_start[" +
                                                                             std::to_string(overflow) + "]=" + hex(in_page) +
                                                                             (in_page > page_size ? " exceeds page size" : " is before the previous start"));
         last = in_page;
@@ -142,7 +152,7 @@ class ChainedCheck {
     }
     uint64_t max = uint64_t(1) << bits;
     if (header_.count >= max)
-      return fail("chained-imports-count", kImportsCount, "imports_count (" + std::to_string(header_.count) + ") exceeds max of " +
+      return fail("chained-imports-count", offsetof(ChainedFixupsHeader, imports_count), "imports_count (" + std::to_string(header_.count) + ") exceeds max of " +
                                                               std::to_string(max) + " for pointer format " + std::to_string(*pointer_format_));
     return true;
   }
@@ -155,10 +165,10 @@ class ChainedCheck {
       int64_t ordinal;
       if (header_.format == DYLD_CHAINED_IMPORT_ADDEND64) {
         uint16_t raw = fixups_.u16(at);
-        ordinal = raw > 0xfff0 ? static_cast<int16_t>(raw) : raw;
+        ordinal = chained_ordinal(raw);
       } else {
         uint8_t raw = fixups_.u8(at);
-        ordinal = raw > 0xf0 ? static_cast<int8_t>(raw) : raw;
+        ordinal = chained_ordinal(raw);
       }
       check_chained_ordinal(check_, ordinal, fixups_.base() - check_.bytes.base() + at);
     }

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/loader_rules_internal.h"
 #include "core/macho_format.h"
+#include "core/macho_structs.h"
 
 namespace machofix::rules {
 
@@ -17,31 +18,33 @@ namespace {
 
 bool walk_commands(Check& check) {
   const Bytes& bytes = check.bytes;
-  uint64_t end = kHeaderSize64 + check.sizeofcmds;
-  uint64_t offset = kHeaderSize64;
+  uint64_t end = sizeof(MachHeader64) + check.sizeofcmds;
+  uint64_t offset = sizeof(MachHeader64);
   for (uint32_t number = 1; number <= check.ncmds; ++number) {
     std::string which = "load command #" + std::to_string(number) + " of " + std::to_string(check.ncmds);
-    if (end - offset < 8) {
+    if (end - offset < sizeof(macho::LoadCommand)) {
       check.add("lc-walk", offset, "malformed " + which + ": extends past sizeofcmds (" + hex(check.sizeofcmds) + ")");
       return false;
     }
-    uint32_t size = bytes.u32(offset + 4);
-    if (size < 8) {
-      check.add("lc-cmdsize-min", offset + 4, "malformed " + which + ": size (" + hex(size) + ") too small");
+    auto header = bytes.get<macho::LoadCommand>(offset, "load command");  // inside sizeofcmds, inside the file
+    uint32_t size = header.cmdsize;
+    uint64_t cmdsize_at = offset + offsetof(macho::LoadCommand, cmdsize);
+    if (size < sizeof(macho::LoadCommand)) {
+      check.add("lc-cmdsize-min", cmdsize_at, "malformed " + which + ": size (" + hex(size) + ") too small");
       return false;
     }
-    if (size % 8 != 0) {
-      check.add("lc-cmdsize-align", offset + 4,
+    if (size % kCommandAlign64 != 0) {
+      check.add("lc-cmdsize-align", cmdsize_at,
                 "malformed " + which + ": size (" + hex(size) + ") is not a multiple of 8" +
                     (size % 4 ? " (not even of 4, which dyld requires)" : " (required of 64-bit load commands)"));
       return false;
     }
     if (size > end - offset) {
-      check.add("lc-cmdsize-fits", offset + 4,
+      check.add("lc-cmdsize-fits", cmdsize_at,
                 "malformed " + which + ": size (" + hex(size) + ") is too large, load commands end at " + hex(end));
       return false;
     }
-    check.commands.push_back({bytes.u32(offset), size, offset, number});
+    check.commands.push_back({header.cmd, size, offset, number});
     offset += size;
   }
   return true;
@@ -51,25 +54,29 @@ bool walk_commands(Check& check) {
 std::optional<uint64_t> exact_size(const Check& check, const Command& command) {
   Bytes body = check.body(command);
   switch (command.cmd) {
-    case LC_SYMTAB: return 24;
-    case LC_DYSYMTAB: return 80;
+    case LC_SYMTAB: return sizeof(SymtabCommand);
+    case LC_DYSYMTAB: return sizeof(DysymtabCommand);
     case LC_DYLD_INFO:
-    case LC_DYLD_INFO_ONLY: return 48;
+    case LC_DYLD_INFO_ONLY: return sizeof(DyldInfoCommand);
     case LC_CODE_SIGNATURE:
     case LC_DYLD_EXPORTS_TRIE:
     case LC_DYLD_CHAINED_FIXUPS:
     case LC_SEGMENT_SPLIT_INFO:
     case LC_FUNCTION_STARTS:
-    case LC_DATA_IN_CODE:
+    case LC_DATA_IN_CODE: return sizeof(LinkeditDataCommand);
     case LC_VERSION_MIN_MACOSX:
     case LC_VERSION_MIN_IPHONEOS:
     case LC_VERSION_MIN_TVOS:
-    case LC_VERSION_MIN_WATCHOS: return 16;
-    case LC_UUID:
-    case LC_MAIN:
-    case LC_ENCRYPTION_INFO_64: return 24;
-    case LC_BUILD_VERSION: return body.size() < 24 ? 24 : 24 + 8 * uint64_t(body.u32(20));
-    case LC_SEGMENT_64: return body.size() < 72 ? 72 : 72 + 80 * uint64_t(body.u32(64));
+    case LC_VERSION_MIN_WATCHOS: return sizeof(VersionMinCommand);
+    case LC_UUID: return sizeof(UuidCommand);
+    case LC_MAIN: return sizeof(EntryPointCommand);
+    case LC_ENCRYPTION_INFO_64: return sizeof(EncryptionInfoCommand64);
+    case LC_BUILD_VERSION:
+      if (body.size() < sizeof(BuildVersionCommand)) return sizeof(BuildVersionCommand);
+      return sizeof(BuildVersionCommand) + sizeof(BuildToolVersion) * uint64_t(body.get<BuildVersionCommand>(0, "LC_BUILD_VERSION").ntools);
+    case LC_SEGMENT_64:
+      if (body.size() < sizeof(SegmentCommand64)) return sizeof(SegmentCommand64);
+      return sizeof(SegmentCommand64) + sizeof(Section64) * uint64_t(body.get<SegmentCommand64>(0, "LC_SEGMENT_64").nsects);
   }
   return std::nullopt;
 }
@@ -78,7 +85,7 @@ void check_sizes(Check& check) {
   for (const Command& command : check.commands) {
     std::optional<uint64_t> expected = exact_size(check, command);
     if (expected && *expected != command.size)
-      check.add("lc-cmdsize-exact", command.offset + 4,
+      check.add("lc-cmdsize-exact", command.offset + offsetof(macho::LoadCommand, cmdsize),
                 command_label(command) + " size wrong: cmdsize " + std::to_string(command.size) + ", must be " +
                     std::to_string(*expected));
   }
@@ -161,14 +168,14 @@ void check_strings(Check& check) {
   for (const Command& command : check.commands) {
     if (!has_path_string(command.cmd)) continue;
     Bytes body = check.body(command);
-    if (body.size() < 12) {
-      check.add("lc-string-offset", command.offset + 4,
+    if (body.size() < sizeof(StringCommand)) {
+      check.add("lc-string-offset", command.offset + offsetof(StringCommand, cmdsize),
                 command_label(command) + ": cmdsize " + std::to_string(command.size) + " leaves no room for its string offset");
       continue;
     }
-    uint32_t string_offset = body.u32(8);
+    uint32_t string_offset = body.get<StringCommand>(0, "load command").string_offset;
     if (string_offset >= body.size()) {
-      check.add("lc-string-offset", command.offset + 8,
+      check.add("lc-string-offset", command.offset + offsetof(StringCommand, string_offset),
                 command_label(command) + " string offset (" + std::to_string(string_offset) + ") outside its size (" +
                     std::to_string(command.size) + ")");
       continue;
@@ -186,12 +193,14 @@ void collect_platforms(Check& check) {
   bool intel = check.cputype == CPU_TYPE_X86_64;
   for (const Command& command : check.commands) {
     Bytes body = check.body(command);
-    if (command.cmd == LC_BUILD_VERSION && body.size() >= 24) {
-      check.platforms.push_back({body.u32(8), body.u32(12), body.u32(16), command.offset});
+    if (command.cmd == LC_BUILD_VERSION && body.size() >= sizeof(BuildVersionCommand)) {
+      BuildVersionCommand build = body.get<BuildVersionCommand>(0, "LC_BUILD_VERSION");
+      check.platforms.push_back({build.platform, build.minos, build.sdk, command.offset});
       continue;
     }
-    if (body.size() < 16) continue;
-    uint32_t version = body.u32(8), sdk = body.u32(12);
+    if (body.size() < sizeof(VersionMinCommand)) continue;
+    VersionMinCommand version_min = body.get<VersionMinCommand>(0, "LC_VERSION_MIN");
+    uint32_t version = version_min.version, sdk = version_min.sdk;
     switch (command.cmd) {
       case LC_VERSION_MIN_MACOSX: check.platforms.push_back({1, version, sdk ? sdk : version, command.offset}); break;
       case LC_VERSION_MIN_IPHONEOS: check.platforms.push_back({intel ? 7u : 2u, version, sdk, command.offset}); break;
@@ -219,21 +228,22 @@ void check_platforms(Check& check) {
 
 bool check_header_and_walk(Check& check) {
   const Bytes& bytes = check.bytes;
-  if (bytes.size() < kHeaderSize64 || bytes.u32(0) != MH_MAGIC_64) {
+  if (bytes.size() < sizeof(MachHeader64) || bytes.get<MachHeader64>(0, "Mach-O header").magic != MH_MAGIC_64) {
     check.add("header-magic", 0, "not a 64-bit little-endian Mach-O (no MH_MAGIC_64 header)");
     return false;
   }
-  check.cputype = bytes.u32(4);
-  check.filetype = bytes.u32(12);
-  check.ncmds = bytes.u32(16);
-  check.sizeofcmds = bytes.u32(20);
-  check.flags = bytes.u32(24);
+  MachHeader64 header = bytes.get<MachHeader64>(0, "Mach-O header");
+  check.cputype = header.cputype;
+  check.filetype = header.filetype;
+  check.ncmds = header.ncmds;
+  check.sizeofcmds = header.sizeofcmds;
+  check.flags = header.flags;
   if (check.filetype != MH_EXECUTE && check.filetype != MH_DYLIB && check.filetype != MH_BUNDLE) {
-    check.add("header-filetype", 12, "not a dylib, bundle, or executable, filetype=" + hex(check.filetype));
+    check.add("header-filetype", offsetof(MachHeader64, filetype), "not a dylib, bundle, or executable, filetype=" + hex(check.filetype));
     return false;
   }
-  if (kHeaderSize64 + check.sizeofcmds > bytes.size()) {
-    check.add("lc-sizeofcmds", 20, "load commands (" + hex(kHeaderSize64 + check.sizeofcmds) + " bytes with the header) exceed length of file (" +
+  if (sizeof(MachHeader64) + check.sizeofcmds > bytes.size()) {
+    check.add("lc-sizeofcmds", offsetof(MachHeader64, sizeofcmds), "load commands (" + hex(sizeof(MachHeader64) + check.sizeofcmds) + " bytes with the header) exceed length of file (" +
                                        hex(bytes.size()) + ")");
     return false;
   }

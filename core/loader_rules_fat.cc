@@ -4,15 +4,25 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/fat.h"
 #include "core/loader_rules.h"
 #include "core/macho.h"
 #include "core/macho_format.h"
+#include "core/macho_structs.h"
 
 namespace machofix {
 
 namespace {
 
-constexpr uint32_t kMaxFatArchs = (4096 - 8) / 20;  // FatFile::forEachSlice: the header fits in a page
+using macho::FatArch;
+using macho::FatHeader;
+using macho::MachHeader64;
+
+// FatFile::forEachSlice: the header fits in a page.
+constexpr uint32_t kMaxFatArchs = (4096 - sizeof(FatHeader)) / sizeof(FatArch);
+// Where findings about a slice's placement point: its offset field, at the same place
+// in fat_arch and fat_arch_64.
+constexpr uint64_t kOffsetField = offsetof(FatArch, offset);
 
 struct Entry {
   uint32_t cputype, cpusubtype;
@@ -36,23 +46,23 @@ bool same_arch(uint32_t type_a, uint32_t sub_a, uint32_t type_b, uint32_t sub_b)
 
 std::vector<Entry> read_entries(const Bytes& file, bool fat64, uint32_t count) {
   std::vector<Entry> entries;
-  uint64_t entry_size = fat64 ? 32 : 20;
   for (uint32_t i = 0; i < count; ++i) {
-    uint64_t at = 8 + i * entry_size;
-    entries.push_back({file.be32(at), file.be32(at + 4), fat64 ? file.be64(at + 8) : file.be32(at + 8),
-                       fat64 ? file.be64(at + 16) : file.be32(at + 12), at});
+    uint64_t at = sizeof(FatHeader) + i * fat_arch_size(fat64);
+    FatSlice slice = read_fat_arch(file, at, fat64);
+    entries.push_back({slice.cputype, slice.cpusubtype, slice.offset, slice.size, at});
   }
   return entries;
 }
 
 void check_slice_header(const Bytes& file, const Entry& entry, std::vector<RuleViolation>& found) {
   Bytes slice = file.sub(entry.offset, entry.size, "universal slice");
-  if (slice.size() < 28 || !looks_like_thin_macho(slice)) return;  // not a Mach-O: nothing dyld checks here
-  uint32_t cputype = slice.u32(4), cpusubtype = slice.u32(8);
+  // Not a Mach-O (dyld reads the header up to its flags): nothing dyld checks here.
+  if (slice.size() < offsetof(MachHeader64, reserved) || !looks_like_thin_macho(slice)) return;
+  uint32_t cputype = slice.u32(offsetof(MachHeader64, cputype)), cpusubtype = slice.u32(offsetof(MachHeader64, cpusubtype));
   bool pages16k = cputype == macho::CPU_TYPE_ARM64 || cputype == macho::CPU_TYPE_ARM64_32;
   uint64_t page = pages16k ? 0x4000 : 0x1000;
   if (entry.offset % page)
-    found.push_back({"fat-slice-aligned", file.base() + entry.at + 8, arch_name(entry.cputype, entry.cpusubtype) + " slice at " + hex(entry.offset) +
+    found.push_back({"fat-slice-aligned", file.base() + entry.at + kOffsetField, arch_name(entry.cputype, entry.cpusubtype) + " slice at " + hex(entry.offset) +
                                                              " is not page aligned (" + hex(page) + ")"});
   if (!same_arch(cputype, cpusubtype, entry.cputype, entry.cpusubtype))
     found.push_back({"fat-slice-arch", file.base() + entry.at, "cpu type/subtype in slice (" + arch_detail(cputype, cpusubtype) +
@@ -64,7 +74,7 @@ void check_entries(const Bytes& file, const std::vector<Entry>& entries, std::ve
     const Entry& entry = entries[i];
     std::string name = arch_name(entry.cputype, entry.cpusubtype);
     if (!fits(entry.offset, entry.size, file.size())) {
-      found.push_back({"fat-slice-in-file", file.base() + entry.at + 8, name + " slice extends beyond end of file"});
+      found.push_back({"fat-slice-in-file", file.base() + entry.at + kOffsetField, name + " slice extends beyond end of file"});
       continue;
     }
     for (size_t j = 0; j < i; ++j) {
@@ -72,7 +82,7 @@ void check_entries(const Bytes& file, const std::vector<Entry>& entries, std::ve
       if (same_arch(entry.cputype, entry.cpusubtype, other.cputype, other.cpusubtype))
         found.push_back({"fat-duplicate-arch", file.base() + entry.at, "duplicate " + name + " slices"});
       if (entry.size && other.size && entry.offset < other.offset + other.size && other.offset < entry.offset + entry.size)
-        found.push_back({"fat-overlap", file.base() + entry.at + 8, "overlapping slices (" + name + " and " + arch_name(other.cputype, other.cpusubtype) + ")"});
+        found.push_back({"fat-overlap", file.base() + entry.at + kOffsetField, "overlapping slices (" + name + " and " + arch_name(other.cputype, other.cpusubtype) + ")"});
     }
     check_slice_header(file, entry, found);
   }
@@ -82,14 +92,15 @@ void check_entries(const Bytes& file, const std::vector<Entry>& entries, std::ve
 
 std::vector<RuleViolation> check_universal_rules(const Bytes& file) {
   std::vector<RuleViolation> found;
-  bool fat64 = file.size() >= 4 && file.be32(0) == macho::FAT_MAGIC_64;
-  uint64_t entry_size = fat64 ? 32 : 20;
-  if (file.size() < 8 + entry_size) return {{"fat-header", file.base(), "fat file too short"}};
-  uint32_t count = file.be32(4);
-  if (count > kMaxFatArchs) return {{"fat-header", file.base() + 4, "fat header too large: " + std::to_string(count) + " entries"}};
+  bool fat64 = file.size() >= sizeof(uint32_t) && file.be32(offsetof(FatHeader, magic)) == macho::FAT_MAGIC_64;
+  uint64_t entry_size = fat_arch_size(fat64);
+  if (file.size() < sizeof(FatHeader) + entry_size) return {{"fat-header", file.base(), "fat file too short"}};
+  uint64_t count_at = offsetof(FatHeader, nfat_arch);
+  uint32_t count = file.be32(count_at);
+  if (count > kMaxFatArchs) return {{"fat-header", file.base() + count_at, "fat header too large: " + std::to_string(count) + " entries"}};
   // A 32-bit header must have room for one more entry: dyld looks there for a hidden arm64 slice.
-  uint64_t headers = 8 + (fat64 ? count : count + 1) * entry_size;
-  if (headers > file.size()) return {{"fat-header", file.base() + 4, "slice headers extend beyond end of file"}};
+  uint64_t headers = sizeof(FatHeader) + (fat64 ? count : count + 1) * entry_size;
+  if (headers > file.size()) return {{"fat-header", file.base() + count_at, "slice headers extend beyond end of file"}};
   check_entries(file, read_entries(file, fat64, count), found);
   return found;
 }
@@ -98,8 +109,8 @@ std::vector<RuleViolation> check_image_rules(const Bytes& file) {
   if (!looks_like_universal(file)) return check_loader_rules(file);
   std::vector<RuleViolation> found = check_universal_rules(file);
   if (!found.empty()) return found;  // slices cannot be located reliably
-  bool fat64 = file.be32(0) == macho::FAT_MAGIC_64;
-  for (const Entry& entry : read_entries(file, fat64, file.be32(4))) {
+  FatHeader header = file.get<FatHeader>(0, "fat header");  // check_universal_rules found it whole
+  for (const Entry& entry : read_entries(file, header.magic == macho::FAT_MAGIC_64, header.nfat_arch)) {
     if (!(entry.cputype & macho::CPU_ARCH_ABI64)) continue;  // machofix leaves 32-bit slices alone
     std::vector<RuleViolation> slice = check_loader_rules(Bytes(file.data() + entry.offset, entry.size, file.base() + entry.offset));
     found.insert(found.end(), slice.begin(), slice.end());

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/loader_rules_internal.h"
 #include "core/macho_format.h"
+#include "core/macho_structs.h"
 
 namespace machofix::rules {
 
@@ -137,11 +138,12 @@ void check_trie(Check& check, const Bytes& trie) {
   }
 }
 
-// The (dataoff, datasize) of a linkedit_data or dyld_info field, if inside the slice.
+// The (dataoff, datasize) of a linkedit_data or dyld_info field, if inside the slice:
+// `field` is the offset of a pair of u32.
 std::optional<Bytes> blob(const Check& check, const Command& command, uint64_t field) {
-  if (command.size < field + 8) return std::nullopt;
+  if (command.size < field + 2 * sizeof(uint32_t)) return std::nullopt;
   Bytes body = check.body(command);
-  uint64_t offset = body.u32(field), size = body.u32(field + 4);
+  uint64_t offset = body.u32(field), size = body.u32(field + sizeof(uint32_t));
   if (!size || !fits(offset, size, check.bytes.size())) return std::nullopt;
   return check.bytes.sub(offset, size, "LINKEDIT blob");
 }
@@ -149,12 +151,12 @@ std::optional<Bytes> blob(const Check& check, const Command& command, uint64_t f
 void check_opcode_ordinals(Check& check) {
   for (const Command& command : check.commands) {
     if (command.cmd == LC_DYLD_INFO || command.cmd == LC_DYLD_INFO_ONLY) {
-      if (std::optional<Bytes> bind = blob(check, command, 16)) BindWalk(check, *bind, "bind opcodes").run(false);
-      if (std::optional<Bytes> lazy = blob(check, command, 32)) BindWalk(check, *lazy, "lazy bind opcodes").run(true);
-      if (std::optional<Bytes> trie = blob(check, command, 40)) check_trie(check, *trie);
+      if (std::optional<Bytes> bind = blob(check, command, offsetof(DyldInfoCommand, bind_off))) BindWalk(check, *bind, "bind opcodes").run(false);
+      if (std::optional<Bytes> lazy = blob(check, command, offsetof(DyldInfoCommand, lazy_bind_off))) BindWalk(check, *lazy, "lazy bind opcodes").run(true);
+      if (std::optional<Bytes> trie = blob(check, command, offsetof(DyldInfoCommand, export_off))) check_trie(check, *trie);
     }
     if (command.cmd == LC_DYLD_EXPORTS_TRIE)
-      if (std::optional<Bytes> trie = blob(check, command, 8)) check_trie(check, *trie);
+      if (std::optional<Bytes> trie = blob(check, command, offsetof(LinkeditDataCommand, dataoff))) check_trie(check, *trie);
   }
 }
 
@@ -163,7 +165,7 @@ void check_opcode_ordinals(Check& check) {
 void check_fixups(Check& check) {
   check_opcode_ordinals(check);
   if (const Command* chained = check.first(LC_DYLD_CHAINED_FIXUPS))
-    if (std::optional<Bytes> fixups = blob(check, *chained, 8)) check_chained_fixups(check, *fixups);
+    if (std::optional<Bytes> fixups = blob(check, *chained, offsetof(LinkeditDataCommand, dataoff))) check_chained_fixups(check, *fixups);
 }
 
 void check_chained_ordinal(Check& check, int64_t ordinal, uint64_t at) { check_ordinal(check, ordinal, at, "chained import"); }

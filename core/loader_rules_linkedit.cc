@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/loader_rules_internal.h"
 #include "core/macho_format.h"
+#include "core/macho_structs.h"
 
 namespace machofix::rules {
 
@@ -16,9 +17,7 @@ namespace {
 constexpr uint64_t kPointer = 8;
 constexpr uint32_t kMaxSymbols = 0x10000000;
 
-// dysymtab_command field offsets.
-constexpr uint64_t kIlocalsym = 8, kIndirectsymoff = 56, kNindirectsyms = 60, kExtreloff = 64, kNextrel = 68,
-                   kLocreloff = 72, kNlocrel = 76;
+constexpr uint64_t kIndirectSymbolSize = sizeof(uint32_t);  // an indirect symbol table entry: a symbol index
 
 void add_blob(std::vector<Blob>& blobs, const char* name, uint64_t alignment, uint64_t offset, uint64_t size, uint64_t field,
               bool code_signature = false) {
@@ -27,8 +26,12 @@ void add_blob(std::vector<Blob>& blobs, const char* name, uint64_t alignment, ui
 
 void add_dyld_info(std::vector<Blob>& blobs, const Command& command, const Bytes& body) {
   static const char* const names[] = {"rebase opcodes", "bind opcodes", "weak bind opcodes", "lazy bind opcodes", "exports trie"};
+  // Each an (offset, size) pair of u32.
+  static const uint64_t fields[] = {offsetof(DyldInfoCommand, rebase_off), offsetof(DyldInfoCommand, bind_off),
+                                    offsetof(DyldInfoCommand, weak_bind_off), offsetof(DyldInfoCommand, lazy_bind_off),
+                                    offsetof(DyldInfoCommand, export_off)};
   for (uint64_t i = 0; i < 5; ++i)
-    add_blob(blobs, names[i], kPointer, body.u32(8 + 8 * i), body.u32(12 + 8 * i), command.offset + 8 + 8 * i);
+    add_blob(blobs, names[i], kPointer, body.u32(fields[i]), body.u32(fields[i] + sizeof(uint32_t)), command.offset + fields[i]);
 }
 
 const char* linkedit_data_name(uint32_t cmd) {
@@ -44,23 +47,32 @@ const char* linkedit_data_name(uint32_t cmd) {
 }
 
 void add_dysymtab(std::vector<Blob>& blobs, const Command& command, const Bytes& body) {
-  add_blob(blobs, "local relocations", kPointer, body.u32(kLocreloff), uint64_t(body.u32(kNlocrel)) * 8, command.offset + kLocreloff);
-  add_blob(blobs, "external relocations", kPointer, body.u32(kExtreloff), uint64_t(body.u32(kNextrel)) * 8, command.offset + kExtreloff);
-  add_blob(blobs, "indirect symbol table", 4, body.u32(kIndirectsymoff), uint64_t(body.u32(kNindirectsyms)) * 4,
-           command.offset + kIndirectsymoff);
+  DysymtabCommand dysymtab = body.get<DysymtabCommand>(0, "LC_DYSYMTAB");  // the caller checked its size
+  add_blob(blobs, "local relocations", kPointer, dysymtab.locreloff, uint64_t(dysymtab.nlocrel) * sizeof(RelocationInfo),
+           command.offset + offsetof(DysymtabCommand, locreloff));
+  add_blob(blobs, "external relocations", kPointer, dysymtab.extreloff, uint64_t(dysymtab.nextrel) * sizeof(RelocationInfo),
+           command.offset + offsetof(DysymtabCommand, extreloff));
+  add_blob(blobs, "indirect symbol table", kIndirectSymbolSize, dysymtab.indirectsymoff,
+           uint64_t(dysymtab.nindirectsyms) * kIndirectSymbolSize, command.offset + offsetof(DysymtabCommand, indirectsymoff));
 }
 
 std::vector<Blob> collect_blobs(const Check& check) {
   std::vector<Blob> blobs;
   for (const Command& command : check.commands) {
     Bytes body = check.body(command);
-    if ((command.cmd == LC_DYLD_INFO || command.cmd == LC_DYLD_INFO_ONLY) && body.size() >= 48) add_dyld_info(blobs, command, body);
-    if (const char* name = linkedit_data_name(command.cmd); name && body.size() >= 16)
-      add_blob(blobs, name, kPointer, body.u32(8), body.u32(12), command.offset + 8, command.cmd == LC_CODE_SIGNATURE);
-    if (command.cmd == LC_DYSYMTAB && body.size() >= 80) add_dysymtab(blobs, command, body);
-    if (command.cmd == LC_SYMTAB && body.size() >= 24) {
-      add_blob(blobs, "symbol table", kPointer, body.u32(8), uint64_t(body.u32(12)) * kNlist64Size, command.offset + 8);
-      add_blob(blobs, "symbol table strings", 1, body.u32(16), body.u32(20), command.offset + 16);
+    if ((command.cmd == LC_DYLD_INFO || command.cmd == LC_DYLD_INFO_ONLY) && body.size() >= sizeof(DyldInfoCommand))
+      add_dyld_info(blobs, command, body);
+    if (const char* name = linkedit_data_name(command.cmd); name && body.size() >= sizeof(LinkeditDataCommand)) {
+      LinkeditDataCommand data = body.get<LinkeditDataCommand>(0, "linkedit data command");
+      add_blob(blobs, name, kPointer, data.dataoff, data.datasize, command.offset + offsetof(LinkeditDataCommand, dataoff),
+               command.cmd == LC_CODE_SIGNATURE);
+    }
+    if (command.cmd == LC_DYSYMTAB && body.size() >= sizeof(DysymtabCommand)) add_dysymtab(blobs, command, body);
+    if (command.cmd == LC_SYMTAB && body.size() >= sizeof(SymtabCommand)) {
+      SymtabCommand symtab = body.get<SymtabCommand>(0, "LC_SYMTAB");
+      add_blob(blobs, "symbol table", kPointer, symtab.symoff, uint64_t(symtab.nsyms) * sizeof(Nlist64),
+               command.offset + offsetof(SymtabCommand, symoff));
+      add_blob(blobs, "symbol table strings", 1, symtab.stroff, symtab.strsize, command.offset + offsetof(SymtabCommand, stroff));
     }
   }
   return blobs;
@@ -94,18 +106,19 @@ void check_placement(Check& check, std::vector<Blob> blobs) {
 void check_fixup_encodings(Check& check) {
   const Command* dysymtab = check.first(LC_DYSYMTAB);
   uint32_t local = 0, external = 0;
-  if (dysymtab && dysymtab->size >= 80) {
-    local = check.body(*dysymtab).u32(kNlocrel);
-    external = check.body(*dysymtab).u32(kNextrel);
+  if (dysymtab && dysymtab->size >= sizeof(DysymtabCommand)) {
+    DysymtabCommand fields = check.body(*dysymtab).get<DysymtabCommand>(0, "LC_DYSYMTAB");
+    local = fields.nlocrel;
+    external = fields.nextrel;
   }
   if (check.first(LC_DYLD_INFO_ONLY)) {
-    if (external) check.add("fixups-one-encoding", dysymtab->offset + kNextrel, "malformed mach-o contains LC_DYLD_INFO_ONLY and external relocations");
+    if (external) check.add("fixups-one-encoding", dysymtab->offset + offsetof(DysymtabCommand, nextrel), "malformed mach-o contains LC_DYLD_INFO_ONLY and external relocations");
     if (local && check.enforced(Gate::DyldInfoAndLocalRelocs))
-      check.add("fixups-one-encoding", dysymtab->offset + kNlocrel, "malformed mach-o contains LC_DYLD_INFO_ONLY and local relocations");
+      check.add("fixups-one-encoding", dysymtab->offset + offsetof(DysymtabCommand, nlocrel), "malformed mach-o contains LC_DYLD_INFO_ONLY and local relocations");
   }
   if (const Command* chained = check.first(LC_DYLD_CHAINED_FIXUPS)) {
     if (external || local)
-      check.add("fixups-one-encoding", dysymtab->offset + (external ? kNextrel : kNlocrel),
+      check.add("fixups-one-encoding", dysymtab->offset + (external ? offsetof(DysymtabCommand, nextrel) : offsetof(DysymtabCommand, nlocrel)),
                 std::string("malformed mach-o contains LC_DYLD_CHAINED_FIXUPS and ") + (external ? "external" : "local") + " relocations");
     if (check.first(LC_DYLD_INFO_ONLY))
       check.add("fixups-one-encoding", chained->offset, "malformed mach-o contains LC_DYLD_INFO and LC_DYLD_CHAINED_FIXUPS");
@@ -115,10 +128,13 @@ void check_fixup_encodings(Check& check) {
 // dyld3 checks each LC_DYSYMTAB range on its own against nsyms, and for wrapping.
 void check_dysymtab_ranges(Check& check, uint32_t nsyms, const Command& dysymtab) {
   static const char* const kinds[] = {"local", "extern", "undefined"};
+  // Each an (index, count) pair of u32.
+  static const uint64_t fields[] = {offsetof(DysymtabCommand, ilocalsym), offsetof(DysymtabCommand, iextdefsym),
+                                    offsetof(DysymtabCommand, iundefsym)};
   Bytes body = check.body(dysymtab);
   for (uint64_t i = 0; i < 3; ++i) {
-    uint64_t field = kIlocalsym + 8 * i;
-    uint32_t index = body.u32(field), count = body.u32(field + 4);
+    uint64_t field = fields[i];
+    uint32_t index = body.u32(field), count = body.u32(field + sizeof(uint32_t));
     if (count > nsyms || index > nsyms)
       check.add("dysymtab-ranges", dysymtab.offset + field, std::string("malformed mach-o image: indirect symbol table ") + kinds[i] +
                                                                 " symbol count exceeds total symbols (" + std::to_string(nsyms) + ")");
@@ -131,12 +147,15 @@ void check_dysymtab_ranges(Check& check, uint32_t nsyms, const Command& dysymtab
 void check_symbol_tables(Check& check) {
   const Command* symtab = check.first(LC_SYMTAB);
   const Command* dysymtab = check.first(LC_DYSYMTAB);
-  if (dysymtab && dysymtab->size >= 80 && check.body(*dysymtab).u32(kNindirectsyms) > kMaxSymbols)
-    check.add("symtab-limits", dysymtab->offset + kNindirectsyms, "malformed mach-o image: indirect symbol table too large");
-  if (!symtab || symtab->size < 24) return;
-  uint32_t nsyms = check.body(*symtab).u32(12);
-  if (nsyms > kMaxSymbols) check.add("symtab-limits", symtab->offset + 12, "malformed mach-o image: symbol table too large");
-  if (dysymtab && dysymtab->size >= 80) check_dysymtab_ranges(check, nsyms, *dysymtab);
+  bool whole_dysymtab = dysymtab && dysymtab->size >= sizeof(DysymtabCommand);
+  if (whole_dysymtab && check.body(*dysymtab).get<DysymtabCommand>(0, "LC_DYSYMTAB").nindirectsyms > kMaxSymbols)
+    check.add("symtab-limits", dysymtab->offset + offsetof(DysymtabCommand, nindirectsyms),
+              "malformed mach-o image: indirect symbol table too large");
+  if (!symtab || symtab->size < sizeof(SymtabCommand)) return;
+  uint32_t nsyms = check.body(*symtab).get<SymtabCommand>(0, "LC_SYMTAB").nsyms;
+  if (nsyms > kMaxSymbols)
+    check.add("symtab-limits", symtab->offset + offsetof(SymtabCommand, nsyms), "malformed mach-o image: symbol table too large");
+  if (whole_dysymtab) check_dysymtab_ranges(check, nsyms, *dysymtab);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/loader_rules_internal.h"
 #include "core/macho_format.h"
+#include "core/macho_structs.h"
 
 namespace machofix::rules {
 
@@ -12,27 +13,27 @@ using namespace macho;
 
 namespace {
 
-// segment_command_64 field offsets.
-constexpr uint64_t kVmaddr = 24, kVmsize = 32, kFileoff = 40, kFilesize = 48, kInitprot = 60, kNsects = 64, kFlags = 68;
-constexpr uint64_t kSegmentSize = 72, kSectionSize = 80;
 
 void read_segments(Check& check) {
   for (const Command& command : check.commands) {
-    if (command.cmd != LC_SEGMENT_64 || command.size < kSegmentSize) continue;
+    if (command.cmd != LC_SEGMENT_64 || command.size < sizeof(SegmentCommand64)) continue;
     Bytes body = check.body(command);
+    SegmentCommand64 fields = body.get<SegmentCommand64>(0, "LC_SEGMENT_64");
     Segment segment;
-    segment.name = body.fixed_string(8, 16, "segment name");
-    segment.vmaddr = body.u64(kVmaddr);
-    segment.vmsize = body.u64(kVmsize);
-    segment.fileoff = body.u64(kFileoff);
-    segment.filesize = body.u64(kFilesize);
-    segment.initprot = body.u32(kInitprot);
-    segment.flags = body.u32(kFlags);
+    segment.name = body.fixed_string(offsetof(SegmentCommand64, segname), sizeof fields.segname, "segment name");
+    segment.vmaddr = fields.vmaddr;
+    segment.vmsize = fields.vmsize;
+    segment.fileoff = fields.fileoff;
+    segment.filesize = fields.filesize;
+    segment.initprot = fields.initprot;
+    segment.flags = fields.flags;
     segment.at = command.offset;
-    uint64_t count = std::min<uint64_t>(body.u32(kNsects), (body.size() - kSegmentSize) / kSectionSize);
+    uint64_t count = std::min<uint64_t>(fields.nsects, (body.size() - sizeof(SegmentCommand64)) / sizeof(Section64));
     for (uint64_t i = 0; i < count; ++i) {
-      uint64_t at = kSegmentSize + i * kSectionSize;
-      segment.sections.push_back({body.fixed_string(at, 16, "section name"), body.u64(at + 32), body.u64(at + 40), command.offset + at});
+      uint64_t at = sizeof(SegmentCommand64) + i * sizeof(Section64);
+      Section64 section = body.get<Section64>(at, "section");
+      segment.sections.push_back({body.fixed_string(at + offsetof(Section64, sectname), sizeof section.sectname, "section name"),
+                                  section.addr, section.size, command.offset + at});
     }
     check.segments.push_back(std::move(segment));
   }
@@ -44,19 +45,19 @@ void check_each_segment(Check& check) {
   for (const Segment& segment : check.segments) {
     const std::string quoted = "segment '" + segment.name + "'";
     if (!fits(segment.fileoff, segment.filesize, check.bytes.size()))
-      check.add("seg-in-file", segment.at + kFileoff, quoted + " load command content extends beyond end of file");
+      check.add("seg-in-file", segment.at + offsetof(SegmentCommand64, fileoff), quoted + " load command content extends beyond end of file");
     if (segment.filesize > segment.vmsize && (segment.vmsize != 0 || !(segment.flags & SG_NORELOC)))
-      check.add("seg-filesize-vmsize", segment.at + kFilesize, quoted + " filesize exceeds vmsize");
-    if (wraps(segment.vmaddr, segment.vmsize)) check.add("seg-vm-wrap", segment.at + kVmaddr, quoted + " vm range wraps");
+      check.add("seg-filesize-vmsize", segment.at + offsetof(SegmentCommand64, filesize), quoted + " filesize exceeds vmsize");
+    if (wraps(segment.vmaddr, segment.vmsize)) check.add("seg-vm-wrap", segment.at + offsetof(SegmentCommand64, vmaddr), quoted + " vm range wraps");
     uint32_t rx = VM_PROT_READ | VM_PROT_EXECUTE;
     if (segment.name == "__TEXT") {
       if (segment.initprot != rx && check.enforced(Gate::TextPermissions))
-        check.add("seg-protection", segment.at + kInitprot, "__TEXT segment permissions is not 'r-x'");
+        check.add("seg-protection", segment.at + offsetof(SegmentCommand64, initprot), "__TEXT segment permissions is not 'r-x'");
     } else if (segment.name == "__LINKEDIT") {
       if (segment.initprot != VM_PROT_READ && check.enforced(Gate::LinkeditPermissions))
-        check.add("seg-protection", segment.at + kInitprot, "__LINKEDIT segment permissions is not 'r--'");
+        check.add("seg-protection", segment.at + offsetof(SegmentCommand64, initprot), "__LINKEDIT segment permissions is not 'r--'");
     } else if (segment.initprot & ~uint32_t(7)) {
-      check.add("seg-protection", segment.at + kInitprot, segment.name + " segment permissions has invalid bits set (" + hex(segment.initprot) + ")");
+      check.add("seg-protection", segment.at + offsetof(SegmentCommand64, initprot), segment.name + " segment permissions has invalid bits set (" + hex(segment.initprot) + ")");
     }
   }
 }
@@ -67,12 +68,12 @@ void check_text(Check& check) {
     check.add("seg-text", 16, "missing __TEXT segment");
     return;
   }
-  uint64_t header_and_commands = kHeaderSize64 + check.sizeofcmds;
-  if (text->fileoff != 0) check.add("seg-text", text->at + kFileoff, "__TEXT segment not start of mach-o");
+  uint64_t header_and_commands = sizeof(MachHeader64) + check.sizeofcmds;
+  if (text->fileoff != 0) check.add("seg-text", text->at + offsetof(SegmentCommand64, fileoff), "__TEXT segment not start of mach-o");
   if (text->filesize < header_and_commands)
-    check.add("seg-text", text->at + kFilesize, "load commands exceed length of __TEXT segment");
+    check.add("seg-text", text->at + offsetof(SegmentCommand64, filesize), "load commands exceed length of __TEXT segment");
   else if (text->vmsize < header_and_commands)
-    check.add("seg-text", text->at + kVmsize, "load commands do not fit in __TEXT segment vmsize");
+    check.add("seg-text", text->at + offsetof(SegmentCommand64, vmsize), "load commands do not fit in __TEXT segment vmsize");
   if (!check.segment("__LINKEDIT")) check.add("seg-linkedit", 16, "missing __LINKEDIT segment");
 }
 
@@ -92,9 +93,9 @@ void check_pairs(Check& check) {
       const Segment& earlier = segments[i];
       std::string pair = "segment " + earlier.name + " and segment " + later.name;
       if (overlap(earlier.vmaddr, earlier.vmsize, later.vmaddr, later.vmsize))
-        check.add("seg-overlap", later.at + kVmaddr, "vm range of " + pair + " overlap");
+        check.add("seg-overlap", later.at + offsetof(SegmentCommand64, vmaddr), "vm range of " + pair + " overlap");
       if (overlap(earlier.fileoff, earlier.filesize, later.fileoff, later.filesize))
-        check.add("seg-overlap", later.at + kFileoff, "file content of " + pair + " overlap");
+        check.add("seg-overlap", later.at + offsetof(SegmentCommand64, fileoff), "file content of " + pair + " overlap");
       bool out_of_order = earlier.vmaddr > later.vmaddr ||
                           (earlier.fileoff > later.fileoff && earlier.fileoff != 0 && later.fileoff != 0);
       // dyld lets the Go linker's __DWARF segment sit anywhere.
@@ -111,12 +112,12 @@ void check_sections(Check& check) {
     for (const Section& section : segment.sections) {
       std::string quoted = "section '" + section.name + "'";
       if (static_cast<int64_t>(section.size) < 0)
-        check.add("sect-in-segment", section.at + 40, quoted + " size too large " + hex(section.size));
+        check.add("sect-in-segment", section.at + offsetof(Section64, size), quoted + " size too large " + hex(section.size));
       else if (section.address < segment.vmaddr)
-        check.add("sect-in-segment", section.at + 32, quoted + " start address " + hex(section.address) +
+        check.add("sect-in-segment", section.at + offsetof(Section64, addr), quoted + " start address " + hex(section.address) +
                                                           " is before containing segment's address " + hex(segment.vmaddr));
       else if (end_enforced && section.address + section.size > segment.vmaddr + segment.vmsize)
-        check.add("sect-in-segment", section.at + 40, quoted + " end address " + hex(section.address + section.size) +
+        check.add("sect-in-segment", section.at + offsetof(Section64, size), quoted + " end address " + hex(section.address + section.size) +
                                                           " is beyond containing segment's end address " +
                                                           hex(segment.vmaddr + segment.vmsize));
     }

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/loader_rules_internal.h"
 #include "core/macho_format.h"
+#include "core/macho_structs.h"
 
 namespace machofix::rules {
 
@@ -15,7 +16,9 @@ using namespace macho;
 namespace {
 
 constexpr uint32_t PLATFORM_DRIVERKIT = 10;
-constexpr uint64_t kCommandsField = 16;  // where "missing X" is reported: ncmds, the list of commands
+constexpr uint64_t kCommandsField = offsetof(MachHeader64, ncmds);  // where "missing X" is reported: the list of commands
+// An LC_UNIXTHREAD's first thread state: after thread_command, its flavor and count (u32 each).
+constexpr uint64_t kThreadState = sizeof(ThreadCommand) + 2 * sizeof(uint32_t);
 
 bool driverkit(const Check& check) {
   for (const Platform& platform : check.platforms)
@@ -29,9 +32,9 @@ bool dependent(uint32_t cmd) {
 
 // The path of a dylib command whose string passed lc-string-*, else nullopt.
 std::optional<std::string> path_of(const Check& check, const Command& command) {
-  if (command.size < 12) return std::nullopt;
+  if (command.size < sizeof(StringCommand)) return std::nullopt;
   Bytes body = check.body(command);
-  uint32_t at = body.u32(8);
+  uint32_t at = body.get<StringCommand>(0, "load command").string_offset;
   if (at >= body.size() || !std::memchr(body.data() + at, 0, body.size() - at)) return std::nullopt;
   return std::string(reinterpret_cast<const char*>(body.data() + at));
 }
@@ -65,8 +68,8 @@ void check_dependencies(Check& check) {
 // The entry address an LC_UNIXTHREAD sets (dyld3 MachOFile::entryAddrFromThreadCmd), or 0.
 uint64_t thread_entry(const Check& check, const Command& command) {
   uint64_t pc_register = check.cputype == CPU_TYPE_X86_64 ? 16 : check.cputype == CPU_TYPE_ARM64 ? 32 : UINT64_MAX;
-  if (pc_register == UINT64_MAX || command.size < 16 + 8 * (pc_register + 1)) return 0;
-  return check.body(command).u64(16 + 8 * pc_register);
+  if (pc_register == UINT64_MAX || command.size < kThreadState + sizeof(uint64_t) * (pc_register + 1)) return 0;
+  return check.body(command).u64(kThreadState + sizeof(uint64_t) * pc_register);
 }
 
 const Segment* segment_at(const Check& check, uint64_t address) {
@@ -77,12 +80,13 @@ const Segment* segment_at(const Check& check, uint64_t address) {
 
 void check_entry_address(Check& check, const Command& command, const Segment& text) {
   if (command.cmd == LC_MAIN) {
-    if (command.size < 16) return;
-    uint64_t entry = check.body(command).u64(8);
+    // dyld reads entryoff from a command of 16 bytes or more (stacksize need not be there).
+    if (command.size < offsetof(EntryPointCommand, stacksize)) return;
+    uint64_t entry = check.body(command).u64(offsetof(EntryPointCommand, entryoff));
     if (entry < text.vmsize) return;
     const Segment* target = segment_at(check, text.vmaddr + entry);
-    if (!target) check.add("main-entry", command.offset + 8, "LC_MAIN entryoff " + hex(entry) + " is out of range");
-    else if (!target->executable()) check.add("main-entry", command.offset + 8, "LC_MAIN points to non-executable segment " + target->name);
+    if (!target) check.add("main-entry", command.offset + offsetof(EntryPointCommand, entryoff), "LC_MAIN entryoff " + hex(entry) + " is out of range");
+    else if (!target->executable()) check.add("main-entry", command.offset + offsetof(EntryPointCommand, entryoff), "LC_MAIN points to non-executable segment " + target->name);
     return;
   }
   uint64_t entry = thread_entry(check, command);

@@ -1,6 +1,7 @@
 #include "core/macho.h"
 
 #include "core/macho_format.h"
+#include "core/macho_structs.h"
 
 #include <algorithm>
 #include <cstring>
@@ -71,8 +72,10 @@ std::string filetype_description(uint32_t filetype) {
 }
 
 std::optional<uint32_t> header_filetype(const Bytes& slice) {
-  if (slice.size() < kHeaderSize64 || slice.u32(0) != MH_MAGIC_64) return std::nullopt;
-  return slice.u32(12);
+  if (slice.size() < sizeof(MachHeader64)) return std::nullopt;
+  MachHeader64 header = slice.get<MachHeader64>(0, "Mach-O header");
+  if (header.magic != MH_MAGIC_64) return std::nullopt;
+  return header.filetype;
 }
 
 const Segment* MachO::segment(const std::string& name) const {
@@ -81,7 +84,7 @@ const Segment* MachO::segment(const std::string& name) const {
   return nullptr;
 }
 
-uint64_t MachO::load_commands_end() const { return kHeaderSize64 + sizeofcmds; }
+uint64_t MachO::load_commands_end() const { return sizeof(MachHeader64) + sizeofcmds; }
 
 uint64_t MachO::first_section_offset() const {
   uint64_t lowest = bytes.size();
@@ -95,16 +98,16 @@ uint64_t MachO::first_section_offset() const {
 }
 
 bool looks_like_thin_macho(const Bytes& bytes) {
-  if (bytes.size() < 4) return false;
-  uint32_t magic = bytes.u32(0);
+  if (bytes.size() < sizeof(uint32_t)) return false;  // the magic
+  uint32_t magic = bytes.u32(offsetof(MachHeader64, magic));
   return magic == MH_MAGIC_64 || magic == MH_MAGIC || magic == MH_CIGAM || magic == MH_CIGAM_64;
 }
 
 bool looks_like_universal(const Bytes& bytes) {
-  if (bytes.size() < 8) return false;
-  uint32_t magic = bytes.be32(0);
+  if (bytes.size() < sizeof(FatHeader)) return false;
+  FatHeader header = bytes.get<FatHeader>(0, "fat header");
   // Java class files share 0xcafebabe; their next word (version) is far above any arch count.
-  return (magic == FAT_MAGIC || magic == FAT_MAGIC_64) && bytes.be32(4) > 0 && bytes.be32(4) < 64;
+  return (header.magic == FAT_MAGIC || header.magic == FAT_MAGIC_64) && header.nfat_arch > 0 && header.nfat_arch < 64;
 }
 
 namespace {
@@ -146,40 +149,42 @@ class Reader {
 
  private:
   void read_header() {
-    if (bytes_.size() < 4) bytes_.fail_here(0, "file too short for a Mach-O header");
-    uint32_t magic = bytes_.u32(0, "Mach-O magic");
+    if (bytes_.size() < sizeof(uint32_t)) bytes_.fail_here(0, "file too short for a Mach-O header");
+    uint32_t magic = bytes_.u32(offsetof(MachHeader64, magic), "Mach-O magic");
     if (magic == MH_MAGIC || magic == MH_CIGAM) bytes_.fail_here(0, "32-bit Mach-O is not supported (only 64-bit arm64 and x86_64)");
     if (magic == MH_CIGAM_64) bytes_.fail_here(0, "big-endian Mach-O is not supported");
     if (magic != MH_MAGIC_64) bytes_.fail_here(0, "not a Mach-O file (magic " + hex(magic) + ")");
-    bytes_.require(0, kHeaderSize64, "Mach-O header");
-    image_.cputype = bytes_.u32(4);
-    image_.cpusubtype = bytes_.u32(8);
-    image_.filetype = bytes_.u32(12);
-    image_.ncmds = bytes_.u32(16);
-    image_.sizeofcmds = bytes_.u32(20);
-    image_.flags = bytes_.u32(24);
+    MachHeader64 header = bytes_.get<MachHeader64>(0, "Mach-O header");
+    image_.cputype = header.cputype;
+    image_.cpusubtype = header.cpusubtype;
+    image_.filetype = header.filetype;
+    image_.ncmds = header.ncmds;
+    image_.sizeofcmds = header.sizeofcmds;
+    image_.flags = header.flags;
     if (!rewritable_filetype(image_.filetype))
-      bytes_.fail_here(12, "a " + filetype_description(image_.filetype) + " is not supported (only dylibs, bundles and executables)");
-    if (!fits(kHeaderSize64, image_.sizeofcmds, bytes_.size()))
-      bytes_.fail_here(20, "sizeofcmds " + std::to_string(image_.sizeofcmds) + " runs past the end of the file" + rule("lc-sizeofcmds"));
-    if (image_.ncmds > image_.sizeofcmds / 8)
-      bytes_.fail_here(16, "ncmds " + std::to_string(image_.ncmds) + " cannot fit in sizeofcmds " +
+      bytes_.fail_here(offsetof(MachHeader64, filetype), "a " + filetype_description(image_.filetype) + " is not supported (only dylibs, bundles and executables)");
+    if (!fits(sizeof(MachHeader64), image_.sizeofcmds, bytes_.size()))
+      bytes_.fail_here(offsetof(MachHeader64, sizeofcmds), "sizeofcmds " + std::to_string(image_.sizeofcmds) + " runs past the end of the file" + rule("lc-sizeofcmds"));
+    if (image_.ncmds > image_.sizeofcmds / sizeof(macho::LoadCommand))  // each command is 8 bytes or more
+      bytes_.fail_here(offsetof(MachHeader64, ncmds), "ncmds " + std::to_string(image_.ncmds) + " cannot fit in sizeofcmds " +
                                std::to_string(image_.sizeofcmds) + rule("lc-walk"));
   }
 
   void read_commands() {
-    uint64_t end = kHeaderSize64 + image_.sizeofcmds;
-    uint64_t offset = kHeaderSize64;
+    uint64_t end = sizeof(MachHeader64) + image_.sizeofcmds;
+    uint64_t offset = sizeof(MachHeader64);
     for (uint32_t index = 0; index < image_.ncmds; ++index) {
-      if (end - offset < 8)
+      if (end - offset < sizeof(macho::LoadCommand))
         bytes_.fail_here(offset, "load command " + std::to_string(index) + " runs past sizeofcmds" + rule("lc-walk"));
-      LoadCommand command{bytes_.u32(offset), bytes_.u32(offset + 4), offset};
-      if (command.size < 8 || command.size % 8 != 0)
-        bytes_.fail_here(offset + 4, "load command " + std::to_string(index) + " has cmdsize " +
+      auto header = bytes_.get<macho::LoadCommand>(offset, "load command");
+      machofix::LoadCommand command{header.cmd, header.cmdsize, offset};
+      uint64_t cmdsize_at = offset + offsetof(macho::LoadCommand, cmdsize);
+      if (command.size < sizeof(macho::LoadCommand) || command.size % kCommandAlign64 != 0)
+        bytes_.fail_here(cmdsize_at, "load command " + std::to_string(index) + " has cmdsize " +
                                          std::to_string(command.size) + " (must be a nonzero multiple of 8)" +
-                                         rule(command.size < 8 ? "lc-cmdsize-min" : "lc-cmdsize-align"));
+                                         rule(command.size < sizeof(macho::LoadCommand) ? "lc-cmdsize-min" : "lc-cmdsize-align"));
       if (command.size > end - offset)
-        bytes_.fail_here(offset + 4, "load command " + std::to_string(index) + " (cmdsize " +
+        bytes_.fail_here(cmdsize_at, "load command " + std::to_string(index) + " (cmdsize " +
                                          std::to_string(command.size) + ") runs past sizeofcmds" + rule("lc-cmdsize-fits"));
       image_.commands.push_back(command);
       read_command(command, image_.commands.size() - 1);
@@ -187,7 +192,7 @@ class Reader {
     }
   }
 
-  void read_command(const LoadCommand& command, size_t index) {
+  void read_command(const machofix::LoadCommand& command, size_t index) {
     Bytes body = bytes_.sub(command.offset, command.size, "load command");
     switch (command.cmd) {
       case LC_LOAD_DYLIB: return read_dylib(body, index, DylibKind::Load);
@@ -223,12 +228,12 @@ class Reader {
   }
 
   std::string dylib_name(const Bytes& body) {
-    return command_string(body, kDylibCommandSize, kDylibNameOffsetField, "dylib name", "dylib install name",
+    return command_string(body, sizeof(DylibCommand), offsetof(DylibCommand, name_offset), "dylib name", "dylib install name",
                           "dylib command");
   }
 
   void read_rpath(const Bytes& body, size_t index) {
-    image_.rpaths.push_back({command_string(body, kRpathCommandSize, kRpathPathOffsetField, "rpath", "rpath", "LC_RPATH"), index});
+    image_.rpaths.push_back({command_string(body, sizeof(RpathCommand), offsetof(RpathCommand, path_offset), "rpath", "rpath", "LC_RPATH"), index});
   }
 
   void read_dylib(const Bytes& body, size_t index, DylibKind kind) {
@@ -236,8 +241,9 @@ class Reader {
     dylib.install_name = dylib_name(body);
     dylib.kind = kind;
     dylib.command_index = index;
-    dylib.current_version = body.u32(16);
-    dylib.compatibility_version = body.u32(20);
+    DylibCommand command = body.get<DylibCommand>(0, "dylib command");  // dylib_name checked its size
+    dylib.current_version = command.current_version;
+    dylib.compatibility_version = command.compatibility_version;
     dylib.ordinal = static_cast<int>(image_.dylibs.size()) + 1;
     image_.dylibs.push_back(std::move(dylib));
   }
@@ -249,38 +255,41 @@ class Reader {
   }
 
   void read_segment(const Bytes& body, size_t index) {
-    require_command_size(body, 72, "LC_SEGMENT_64");
+    require_command_size(body, sizeof(SegmentCommand64), "LC_SEGMENT_64");
+    SegmentCommand64 command = body.get<SegmentCommand64>(0, "LC_SEGMENT_64");
     Segment segment;
-    segment.name = body.fixed_string(8, 16, "segment name");
-    segment.vmaddr = body.u64(24);
-    segment.vmsize = body.u64(32);
-    segment.file_offset = body.u64(40);
-    segment.file_size = body.u64(48);
+    segment.name = body.fixed_string(offsetof(SegmentCommand64, segname), sizeof command.segname, "segment name");
+    segment.vmaddr = command.vmaddr;
+    segment.vmsize = command.vmsize;
+    segment.file_offset = command.fileoff;
+    segment.file_size = command.filesize;
     segment.command_index = index;
-    uint32_t section_count = body.u32(64);
-    if (section_count > (body.size() - 72) / 80)
-      body.fail_here(64, "segment " + segment.name + ": " + std::to_string(section_count) + " sections do not fit in cmdsize" +
+    uint32_t section_count = command.nsects;
+    if (section_count > (body.size() - sizeof(SegmentCommand64)) / sizeof(Section64))
+      body.fail_here(offsetof(SegmentCommand64, nsects), "segment " + segment.name + ": " + std::to_string(section_count) + " sections do not fit in cmdsize" +
                              rule("lc-cmdsize-exact"));
     if (!fits(segment.file_offset, segment.file_size, bytes_.size()))
-      body.fail_here(40, "segment " + segment.name + " (fileoff " + hex(segment.file_offset) + ", filesize " +
+      body.fail_here(offsetof(SegmentCommand64, fileoff), "segment " + segment.name + " (fileoff " + hex(segment.file_offset) + ", filesize " +
                              hex(segment.file_size) + ") runs past the end of the file" + rule("seg-in-file"));
     for (uint32_t i = 0; i < section_count; ++i) {
-      uint64_t at = 72 + uint64_t(i) * 80;
+      uint64_t at = sizeof(SegmentCommand64) + uint64_t(i) * sizeof(Section64);
+      Section64 header = body.get<Section64>(at, "section");  // inside: nsects was checked above
       Section section;
-      section.name = body.fixed_string(at, 16, "section name");
-      section.segment_name = body.fixed_string(at + 16, 16, "section segment name");
-      section.address = body.u64(at + 32);
-      section.size = body.u64(at + 40);
-      section.file_offset = body.u32(at + 48);
-      section.flags = body.u32(at + 64);
+      section.name = body.fixed_string(at + offsetof(Section64, sectname), sizeof header.sectname, "section name");
+      section.segment_name = body.fixed_string(at + offsetof(Section64, segname), sizeof header.segname, "section segment name");
+      section.address = header.addr;
+      section.size = header.size;
+      section.file_offset = header.offset;
+      section.flags = header.flags;
       segment.sections.push_back(std::move(section));
     }
     image_.segments.push_back(std::move(segment));
   }
 
-  // Checks that the range lies in the slice; later stages then read it freely.
+  // Checks that the range lies in the slice; later stages then read it freely. `field`
+  // is the offset of a (u32 offset, u32 size) pair in the command, which is whole.
   DataRange range_at(const Bytes& body, uint64_t field, const char* what) {
-    DataRange range{body.u32(field), body.u32(field + 4), true};
+    DataRange range{body.u32(field), body.u32(field + sizeof(uint32_t)), true};
     if (!fits(range.offset, range.size, bytes_.size()))
       body.fail_here(field, std::string(what) + " (offset " + hex(range.offset) + ", size " + hex(range.size) +
                                 ") runs past the end of the file" + rule("linkedit-in-segment"));
@@ -294,7 +303,7 @@ class Reader {
     uint64_t commands_end = image_.load_commands_end();
     uint64_t first_section = image_.first_section_offset();
     if (commands_end > first_section)
-      bytes_.fail_here(20, "sizeofcmds " + std::to_string(image_.sizeofcmds) + " reaches into section data at " +
+      bytes_.fail_here(offsetof(MachHeader64, sizeofcmds), "sizeofcmds " + std::to_string(image_.sizeofcmds) + " reaches into section data at " +
                                hex(first_section));
     std::vector<Placed> ranges;
     for (const Placed& range : placed_)
@@ -321,40 +330,42 @@ class Reader {
 
   void read_data_range(const Bytes& body, uint32_t cmd, DataRange& into) {
     if (into.present) body.fail_here(0, std::string("duplicate ") + command_name(cmd) + rule("lc-unique"));
-    require_command_size(body, 16, command_name(cmd));
-    into = range_at(body, 8, command_name(cmd));
+    require_command_size(body, sizeof(LinkeditDataCommand), command_name(cmd));
+    into = range_at(body, offsetof(LinkeditDataCommand, dataoff), command_name(cmd));
   }
 
   void read_symtab(const Bytes& body) {
     if (image_.symtab.present) body.fail_here(0, "duplicate LC_SYMTAB" + rule("lc-unique"));
-    require_command_size(body, 24, "LC_SYMTAB");
+    require_command_size(body, sizeof(SymtabCommand), "LC_SYMTAB");
+    SymtabCommand command = body.get<SymtabCommand>(0, "LC_SYMTAB");
     Symtab& symtab = image_.symtab;
     symtab.present = true;
-    symtab.symbols_offset = body.u32(8);
-    symtab.symbol_count = body.u32(12);
-    symtab.strings_offset = body.u32(16);
-    symtab.strings_size = body.u32(20);
-    if (!fits(symtab.symbols_offset, symtab.symbol_count * kNlist64Size, bytes_.size()))
-      body.fail_here(8, "symbol table (" + std::to_string(symtab.symbol_count) + " entries at " +
+    symtab.symbols_offset = command.symoff;
+    symtab.symbol_count = command.nsyms;
+    symtab.strings_offset = command.stroff;
+    symtab.strings_size = command.strsize;
+    if (!fits(symtab.symbols_offset, symtab.symbol_count * sizeof(Nlist64), bytes_.size()))
+      body.fail_here(offsetof(SymtabCommand, symoff), "symbol table (" + std::to_string(symtab.symbol_count) + " entries at " +
                             hex(symtab.symbols_offset) + ") runs past the end of the file" + rule("linkedit-in-segment"));
     if (!fits(symtab.strings_offset, symtab.strings_size, bytes_.size()))
-      body.fail_here(16, "string table (offset " + hex(symtab.strings_offset) + ", size " +
+      body.fail_here(offsetof(SymtabCommand, stroff), "string table (offset " + hex(symtab.strings_offset) + ", size " +
                              hex(symtab.strings_size) + ") runs past the end of the file" + rule("linkedit-in-segment"));
-    uint64_t command = body.base() - bytes_.base();
-    placed_.push_back({"symbol table", command + 8, symtab.symbols_offset, symtab.symbol_count * kNlist64Size});
-    placed_.push_back({"string table", command + 16, symtab.strings_offset, symtab.strings_size});
+    uint64_t at = body.base() - bytes_.base();
+    placed_.push_back({"symbol table", at + offsetof(SymtabCommand, symoff), symtab.symbols_offset,
+                       symtab.symbol_count * sizeof(Nlist64)});
+    placed_.push_back({"string table", at + offsetof(SymtabCommand, stroff), symtab.strings_offset, symtab.strings_size});
   }
 
   void read_dyld_info(const Bytes& body, uint32_t cmd) {
     if (image_.dyld_info.present) body.fail_here(0, "duplicate LC_DYLD_INFO" + rule("lc-unique"));
-    require_command_size(body, 48, command_name(cmd));
+    require_command_size(body, sizeof(DyldInfoCommand), command_name(cmd));
     DyldInfo& info = image_.dyld_info;
     info.present = true;
-    info.rebase = range_at(body, 8, "rebase info");
-    info.bind = range_at(body, 16, "bind info");
-    info.weak_bind = range_at(body, 24, "weak bind info");
-    info.lazy_bind = range_at(body, 32, "lazy bind info");
-    info.exports = range_at(body, 40, "export info");
+    info.rebase = range_at(body, offsetof(DyldInfoCommand, rebase_off), "rebase info");
+    info.bind = range_at(body, offsetof(DyldInfoCommand, bind_off), "bind info");
+    info.weak_bind = range_at(body, offsetof(DyldInfoCommand, weak_bind_off), "weak bind info");
+    info.lazy_bind = range_at(body, offsetof(DyldInfoCommand, lazy_bind_off), "lazy bind info");
+    info.exports = range_at(body, offsetof(DyldInfoCommand, export_off), "export info");
   }
 
   // A LINKEDIT range and the load-command field that placed it (for messages).

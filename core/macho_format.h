@@ -12,20 +12,9 @@ constexpr uint32_t MH_MAGIC_64 = 0xfeedfacf;
 constexpr uint32_t MH_CIGAM_64 = 0xcffaedfe;
 constexpr uint32_t FAT_MAGIC = 0xcafebabe;     // as read big-endian
 constexpr uint32_t FAT_MAGIC_64 = 0xcafebabf;  // as read big-endian
-constexpr uint64_t kHeaderSize64 = 32;
-// mach_header_64 fields.
-constexpr uint64_t kHeaderNcmdsOffset = 16;
-constexpr uint64_t kHeaderSizeofcmdsOffset = 20;
-// Every load command: cmd, cmdsize; 64-bit files keep each cmdsize a multiple of 8.
-constexpr uint64_t kCommandSizeOffset = 4;
+// 64-bit files keep each load command's cmdsize a multiple of 8. The structures
+// themselves (field offsets, sizes) are in core/macho_structs.h.
 constexpr uint32_t kCommandAlign64 = 8;
-// dylib_command: cmd, cmdsize, dylib.name (lc_str offset), timestamp, current and
-// compatibility versions; the name follows.
-constexpr uint64_t kDylibNameOffsetField = 8;
-constexpr uint32_t kDylibCommandSize = 24;
-// rpath_command: cmd, cmdsize, path (lc_str offset); the path follows.
-constexpr uint64_t kRpathPathOffsetField = 8;
-constexpr uint32_t kRpathCommandSize = 12;
 
 constexpr uint32_t MH_OBJECT = 0x1;
 constexpr uint32_t MH_EXECUTE = 0x2;
@@ -72,8 +61,6 @@ constexpr uint8_t N_TYPE = 0x0e;
 constexpr uint8_t N_EXT = 0x01;
 constexpr uint8_t N_UNDF = 0x0;
 constexpr uint8_t N_PBUD = 0xc;
-constexpr uint64_t kNlist64Size = 16;
-constexpr uint64_t kNlistDescOffset = 6;  // n_desc (u16) within an nlist_64
 constexpr uint16_t N_WEAK_REF = 0x0040;   // n_desc of an undefined symbol: may be missing
 
 // Special library ordinals as stored in n_desc's high byte.
@@ -110,7 +97,6 @@ constexpr uint64_t EXPORT_SYMBOL_FLAGS_STUB_AND_RESOLVER = 0x10;
 constexpr uint32_t DYLD_CHAINED_IMPORT = 1;
 constexpr uint32_t DYLD_CHAINED_IMPORT_ADDEND = 2;
 constexpr uint32_t DYLD_CHAINED_IMPORT_ADDEND64 = 3;
-constexpr uint64_t kChainedFixupsHeaderSize = 28;
 // The weak_import bit: bit 8 of DYLD_CHAINED_IMPORT(_ADDEND)'s first u32 (after the
 // 8-bit lib_ordinal), bit 16 of DYLD_CHAINED_IMPORT_ADDEND64's first u64 (after the
 // 16-bit one): bit 0 of the byte after the ordinal in both.
@@ -121,5 +107,19 @@ constexpr int BIND_SPECIAL_DYLIB_SELF = 0;
 constexpr int BIND_SPECIAL_DYLIB_MAIN_EXECUTABLE = -1;
 constexpr int BIND_SPECIAL_DYLIB_FLAT_LOOKUP = -2;
 constexpr int BIND_SPECIAL_DYLIB_WEAK_LOOKUP = -3;
+
+// The library ordinal an undefined symbol's n_desc names (GET_LIBRARY_ORDINAL: its
+// high byte), with the two special bytes as dyld's special ordinals.
+constexpr int ndesc_ordinal(uint16_t n_desc) {
+  uint8_t stored = n_desc >> 8;
+  return stored == NDESC_DYNAMIC_LOOKUP ? BIND_SPECIAL_DYLIB_FLAT_LOOKUP
+         : stored == NDESC_EXECUTABLE   ? BIND_SPECIAL_DYLIB_MAIN_EXECUTABLE
+                                        : stored;
+}
+
+// A chained import's lib_ordinal, 8 bits (DYLD_CHAINED_IMPORT, _ADDEND) or 16
+// (_ADDEND64): values above 0xf0 / 0xfff0 are the special ordinals, sign-extended.
+constexpr int chained_ordinal(uint8_t stored) { return stored > 0xf0 ? static_cast<int8_t>(stored) : stored; }
+constexpr int chained_ordinal(uint16_t stored) { return stored > 0xfff0 ? static_cast<int16_t>(stored) : stored; }
 
 }  // namespace machofix::macho

@@ -44,6 +44,13 @@ struct RpathCommand {  // rpath_command; the path follows
   ul32 path_offset;  // from the command's start
 };
 
+// The commands whose first field after cmdsize is an lc_str (dylinker_command,
+// sub_framework_command, sub_client_command, ... as well as the two above).
+struct StringCommand {
+  ul32 cmd, cmdsize;
+  ul32 string_offset;  // from the command's start
+};
+
 struct LinkeditDataCommand {  // linkedit_data_command: LC_CODE_SIGNATURE, LC_DYLD_CHAINED_FIXUPS, ...
   ul32 cmd, cmdsize, dataoff, datasize;
 };
@@ -70,11 +77,40 @@ struct UuidCommand {  // uuid_command
   uint8_t uuid[16];
 };
 
+struct VersionMinCommand {  // version_min_command: LC_VERSION_MIN_*
+  ul32 cmd, cmdsize, version, sdk;
+};
+
+struct BuildVersionCommand {  // build_version_command, followed by ntools build_tool_version
+  ul32 cmd, cmdsize, platform, minos, sdk, ntools;
+};
+
+struct BuildToolVersion {  // build_tool_version
+  ul32 tool, version;
+};
+
+struct EntryPointCommand {  // entry_point_command: LC_MAIN
+  ul32 cmd, cmdsize;
+  ul64 entryoff, stacksize;
+};
+
+struct EncryptionInfoCommand64 {  // encryption_info_command_64
+  ul32 cmd, cmdsize, cryptoff, cryptsize, cryptid, pad;
+};
+
+struct ThreadCommand {  // thread_command: LC_UNIXTHREAD; (flavor, count, state[count]) entries follow
+  ul32 cmd, cmdsize;
+};
+
 struct Nlist64 {  // nlist_64
   ul32 n_strx;
   uint8_t n_type, n_sect;
   ul16 n_desc;
   ul64 n_value;
+};
+
+struct RelocationInfo {  // relocation_info: r_address, then the packed symbolnum/pcrel/length/extern/type
+  ul32 r_address, r_info;
 };
 
 struct FatHeader {  // fat_header: big-endian
@@ -109,6 +145,8 @@ static_assert(sizeof(LinkeditDataCommand) == 16 && sizeof(SymtabCommand) == 24 &
 static_assert(sizeof(DyldInfoCommand) == 48 && sizeof(UuidCommand) == 24 && sizeof(Nlist64) == 16);
 static_assert(sizeof(FatHeader) == 8 && sizeof(FatArch) == 20 && sizeof(FatArch64) == 32);
 static_assert(sizeof(ChainedFixupsHeader) == 28 && sizeof(ChainedStartsInSegment) == 22);
+static_assert(sizeof(StringCommand) == 12 && sizeof(VersionMinCommand) == 16 && sizeof(BuildVersionCommand) == 24);
+static_assert(sizeof(RelocationInfo) == 8 && sizeof(BuildToolVersion) == 8 && sizeof(EntryPointCommand) == 24 && sizeof(EncryptionInfoCommand64) == 24);
 static_assert(offsetof(MachHeader64, ncmds) == 16 && offsetof(SegmentCommand64, fileoff) == 40);
 static_assert(offsetof(Nlist64, n_desc) == 6 && offsetof(FatArch64, offset) == 8);
 

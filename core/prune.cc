@@ -7,8 +7,11 @@
 #include <set>
 
 #include "core/lief_check.h"
+#include "core/load_commands.h"
 #include "core/macho_format.h"
+#include "core/macho_structs.h"
 #include "core/proof_seam.h"
+#include "core/util.h"
 
 namespace machofix {
 
@@ -18,15 +21,10 @@ namespace {
 const char* const kRuntimeLookupSymbols[] = {"_dlsym", "_objc_getClass", "_objc_lookUpClass", "_NSClassFromString",
                                              "_objc_getRequiredClass", "_NSSelectorFromString"};
 
-std::string leaf(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
 }  // namespace
 
 bool install_name_matches(const std::string& glob, const std::string& install_name) {
-  return fnmatch(glob.c_str(), install_name.c_str(), 0) == 0 || fnmatch(glob.c_str(), leaf(install_name).c_str(), 0) == 0;
+  return fnmatch(glob.c_str(), install_name.c_str(), 0) == 0 || fnmatch(glob.c_str(), last_path_component(install_name).c_str(), 0) == 0;
 }
 
 SliceAnalysis analyze(const MachO& image, const ImportScan& scan) {
@@ -146,25 +144,15 @@ void write_site(std::vector<uint8_t>& out, const OrdinalSite& site, int ordinal)
   }
 }
 
+// The removed dylibs' commands go; the ones after them move up and the freed bytes
+// become zero header padding (LoadCommandList writes the area, ncmds and sizeofcmds).
 void remove_commands(const MachO& image, const PrunePlan& plan, std::vector<uint8_t>& out) {
   std::set<size_t> removed;
   for (const DylibDecision& decision : plan.decisions)
     if (decision.remove) removed.insert(image.dylibs[decision.ordinal - 1].command_index);
-  std::vector<uint8_t> area;
-  uint32_t removed_bytes = 0;
-  for (size_t i = 0; i < image.commands.size(); ++i) {
-    const LoadCommand& command = image.commands[i];
-    if (removed.count(i)) {
-      removed_bytes += command.size;
-      continue;
-    }
-    const uint8_t* start = image.bytes.sub(command.offset, command.size, "load command").data();
-    area.insert(area.end(), start, start + command.size);
-  }
-  area.resize(image.sizeofcmds, 0);  // the freed bytes become zero, like unused header padding
-  put_bytes(out, macho::kHeaderSize64, area.data(), area.size());
-  put_u32(out, 16, image.ncmds - static_cast<uint32_t>(removed.size()));
-  put_u32(out, 20, image.sizeofcmds - removed_bytes);
+  LoadCommandList commands(image);
+  for (auto index = removed.rbegin(); index != removed.rend(); ++index) commands.remove(*index);  // last first: indices hold
+  commands.write(image, out);
 }
 
 }  // namespace
@@ -222,7 +210,8 @@ void verify_imports(const MachO& before, const ImportScan& before_scan, const Ma
 // The allowed ranges are sorted and the gaps between them compared with memcmp, so
 // a 200 MB slice costs one pass at memory speed.
 void verify_untouched(const MachO& before, const ImportScan& scan, const std::vector<uint8_t>& after) {
-  std::vector<std::pair<uint64_t, uint64_t>> allowed{{16, macho::kHeaderSize64 + before.sizeofcmds}};  // ncmds onwards
+  std::vector<std::pair<uint64_t, uint64_t>> allowed{
+      {offsetof(macho::MachHeader64, ncmds), sizeof(macho::MachHeader64) + before.sizeofcmds}};  // ncmds onwards
   for (const OrdinalSite& site : scan.sites) allowed.emplace_back(site.offset, site.offset + site.length);
   std::sort(allowed.begin(), allowed.end());
   uint64_t position = 0;

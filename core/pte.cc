@@ -9,6 +9,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "core/endian.h"
 #include "core/macho.h"
 #include "core/pte_container.h"
 #include "core/sha.h"
@@ -19,11 +20,29 @@ namespace machofix {
 
 namespace {
 
+// A .pte's extended header (ExecuTorch's extended_header.h, tag "eh00").
+struct ExtendedHeader {
+  char magic[4];
+  ul32 length;
+  ul64 program_size, segment_base_offset;
+  ul64 segment_data_size;  // only in headers of 32 bytes or more
+};
+
+// A .ptd's header (ExecuTorch's flat_tensor_header.h, tag "FH01").
+struct FlatTensorHeader {
+  char magic[4];
+  ul32 length;
+  ul64 flatbuffer_offset, flatbuffer_size, segment_base_offset, segment_data_size;
+};
+
+static_assert(sizeof(ExtendedHeader) == 32 && sizeof(FlatTensorHeader) == 40);
+// The field that places the flatbuffer's end: program_size, or flatbuffer_offset in a .ptd.
+constexpr uint64_t kFlatbufferField = offsetof(ExtendedHeader, program_size);
+static_assert(kFlatbufferField == offsetof(FlatTensorHeader, flatbuffer_offset));
+
 constexpr uint32_t kElfMagic = 0x464c457f;  // "\x7fELF"
 constexpr uint64_t kHeaderAt = 8;           // the extended header follows the file identifier
-constexpr uint32_t kPteShortHeader = 24;    // without segment_data_size
-constexpr uint32_t kPteLongHeader = 32;
-constexpr uint32_t kPtdHeader = 40;
+constexpr uint32_t kPteShortHeader = offsetof(ExtendedHeader, segment_data_size);  // 24: without segment_data_size
 constexpr uint64_t kMaxPayloadText = 4096;  // AOTI payloads are ~150 bytes of keys
 
 bool has_tag(const Bytes& file, uint64_t offset, const char (&tag)[5]) {
@@ -63,33 +82,34 @@ Header read_pte_header(const Bytes& file) {
     header.flatbuffer_end = file.size();  // no segments: the whole file is the flatbuffer
     return header;
   }
-  header.length = file.u32(kHeaderAt + 4, "extended header length");
+  header.length = file.u32(kHeaderAt + offsetof(ExtendedHeader, length), "extended header length");
   if (header.length < kPteShortHeader)
-    file.fail_here(kHeaderAt + 4, "extended header length " + std::to_string(header.length) + " is less than 24");
-  header.flatbuffer_end = file.u64(kHeaderAt + 8, "program_size");
-  header.base_at = kHeaderAt + 16;
+    file.fail_here(kHeaderAt + offsetof(ExtendedHeader, length), "extended header length " + std::to_string(header.length) + " is less than 24");
+  header.flatbuffer_end = file.u64(kHeaderAt + offsetof(ExtendedHeader, program_size), "program_size");
+  header.base_at = kHeaderAt + offsetof(ExtendedHeader, segment_base_offset);
   header.base = file.u64(header.base_at, "segment_base_offset");
-  if (header.length >= kPteLongHeader) {
-    header.segment_data_size_at = kHeaderAt + 24;
-    header.segment_data_size = file.u64(kHeaderAt + 24, "segment_data_size");
+  if (header.length >= sizeof(ExtendedHeader)) {
+    header.segment_data_size_at = kHeaderAt + offsetof(ExtendedHeader, segment_data_size);
+    header.segment_data_size = file.u64(*header.segment_data_size_at, "segment_data_size");
   }
   return header;
 }
 
 Header read_ptd_header(const Bytes& file) {
   Header header;
-  header.length = file.u32(kHeaderAt + 4, "FH01 header length");
-  if (header.length < kPtdHeader)
-    file.fail_here(kHeaderAt + 4, "FH01 header length " + std::to_string(header.length) + " is less than 40");
-  uint64_t flatbuffer_offset = file.u64(kHeaderAt + 8, "flatbuffer_offset");
-  uint64_t flatbuffer_size = file.u64(kHeaderAt + 16, "flatbuffer_size");
+  header.length = file.u32(kHeaderAt + offsetof(FlatTensorHeader, length), "FH01 header length");
+  if (header.length < sizeof(FlatTensorHeader))
+    file.fail_here(kHeaderAt + offsetof(FlatTensorHeader, length), "FH01 header length " + std::to_string(header.length) + " is less than 40");
+  uint64_t flatbuffer_offset = file.u64(kHeaderAt + offsetof(FlatTensorHeader, flatbuffer_offset), "flatbuffer_offset");
+  uint64_t flatbuffer_size = file.u64(kHeaderAt + offsetof(FlatTensorHeader, flatbuffer_size), "flatbuffer_size");
   // The flatbuffer starts at 0 (the header sits inside it, after the identifier);
   // flatbuffer_offset is the padded header length, so the two add up to its end.
-  header.flatbuffer_end = checked_add(flatbuffer_offset, flatbuffer_size, kHeaderAt + 8, "flatbuffer_offset + flatbuffer_size");
-  header.base_at = kHeaderAt + 24;
+  header.flatbuffer_end = checked_add(flatbuffer_offset, flatbuffer_size, kHeaderAt + offsetof(FlatTensorHeader, flatbuffer_offset),
+                                      "flatbuffer_offset + flatbuffer_size");
+  header.base_at = kHeaderAt + offsetof(FlatTensorHeader, segment_base_offset);
   header.base = file.u64(header.base_at, "segment_base_offset");
-  header.segment_data_size_at = kHeaderAt + 32;
-  header.segment_data_size = file.u64(kHeaderAt + 32, "segment_data_size");
+  header.segment_data_size_at = kHeaderAt + offsetof(FlatTensorHeader, segment_data_size);
+  header.segment_data_size = file.u64(*header.segment_data_size_at, "segment_data_size");
   return header;
 }
 
@@ -97,7 +117,7 @@ Header read_ptd_header(const Bytes& file) {
 void check_header(const Bytes& file, const Header& header) {
   uint64_t minimum_end = header.length ? kHeaderAt + header.length : 8;
   if (header.flatbuffer_end < minimum_end || header.flatbuffer_end > file.size()) {
-    file.fail_here(kHeaderAt + 8, "the flatbuffer would end at " + hex(header.flatbuffer_end) +
+    file.fail_here(kHeaderAt + kFlatbufferField, "the flatbuffer would end at " + hex(header.flatbuffer_end) +
                                       ", outside the file (" + hex(file.size()) + " bytes) or inside the header");
   }
   if (header.length == 0) return;

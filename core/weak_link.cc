@@ -6,6 +6,7 @@
 
 #include "core/lief_check.h"
 #include "core/macho_format.h"
+#include "core/macho_structs.h"
 #include "core/proof_seam.h"
 #include "core/prune.h"
 
@@ -162,7 +163,8 @@ std::vector<uint8_t> apply_weak_link(const MachO& image, const ImportScan& scan,
   for (int ordinal : ordinals) {
     const Dylib& dylib = image.dylibs[ordinal - 1];
     // dylib_command is the same struct under both command values: only `cmd` changes.
-    if (dylib.kind == DylibKind::Load) put_u32(out, image.commands[dylib.command_index].offset, macho::LC_LOAD_WEAK_DYLIB);
+    if (dylib.kind == DylibKind::Load)
+      put_u32(out, image.commands[dylib.command_index].offset + offsetof(macho::DylibCommand, cmd), macho::LC_LOAD_WEAK_DYLIB);
   }
   Targets targets(scan, ordinals);
   for (const WeakMark& mark : scan.weak_marks)
@@ -214,8 +216,8 @@ void verify_untouched(const MachO& before, const ImportScan& scan, const Targets
   std::map<uint64_t, uint8_t> edits;
   for (const Dylib& dylib : before.dylibs)
     if (targets.has(dylib.ordinal) && dylib.kind == DylibKind::Load)
-      for (uint64_t i = 0; i < 4; ++i)
-        edits[before.commands[dylib.command_index].offset + i] = static_cast<uint8_t>(macho::LC_LOAD_WEAK_DYLIB >> (8 * i));
+      for (uint64_t i = 0; i < sizeof(uint32_t); ++i)
+        edits[before.commands[dylib.command_index].offset + offsetof(macho::DylibCommand, cmd) + i] = static_cast<uint8_t>(macho::LC_LOAD_WEAK_DYLIB >> (8 * i));
   for (const WeakMark& mark : scan.weak_marks)
     if (targets.covers(mark)) edits[mark.offset] = before.bytes.u8(mark.offset) | mark.bit;
   uint64_t position = 0;

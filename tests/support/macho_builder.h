@@ -38,6 +38,7 @@
 
 #include "core/bytes.h"
 #include "core/macho_format.h"
+#include "core/macho_structs.h"
 
 namespace machofix::test {
 
@@ -407,7 +408,7 @@ struct Image {
   std::vector<uint64_t> symbol_offsets;  // file offset of each nlist_64, in the order added
   std::vector<uint64_t> name_offsets;    // file offset of each symbol's name
 
-  uint64_t load_commands_end() const { return macho::kHeaderSize64 + sizeofcmds; }
+  uint64_t load_commands_end() const { return sizeof(macho::MachHeader64) + sizeofcmds; }
   size_t size() const { return bytes.size(); }
   Bytes view(uint64_t base = 0) const { return Bytes(bytes, base); }
 
@@ -582,13 +583,13 @@ class MachOBuilder {
 
     // Load command sizes and offsets.
     Image image;
-    uint64_t offset = macho::kHeaderSize64;
+    uint64_t offset = sizeof(macho::MachHeader64);
     for (const Pending& p : pending) {
       image.commands.push_back({p.cmd, offset, static_cast<uint32_t>(command_size(p)), {}});
       offset += image.commands.back().size;
     }
     image.ncmds = static_cast<uint32_t>(pending.size());
-    image.sizeofcmds = static_cast<uint32_t>(offset - macho::kHeaderSize64);
+    image.sizeofcmds = static_cast<uint32_t>(offset - sizeof(macho::MachHeader64));
 
     // File layout after the commands.
     image.text = {align_up(offset + header_padding_, 16), text_.size()};
@@ -625,7 +626,7 @@ class MachOBuilder {
     uint64_t end = align_up(at, 8);
     image.linkedit.size = end - image.linkedit.offset;
     for (size_t i = 0; i < symbols_.size(); ++i) {
-      image.symbol_offsets.push_back(image.symbols.offset + i * macho::kNlist64Size);
+      image.symbol_offsets.push_back(image.symbols.offset + i * sizeof(macho::Nlist64));
       image.name_offsets[i] += image.strings.offset;
     }
 

@@ -7,6 +7,7 @@
 #include "core/load_commands.h"
 #include "core/macho.h"
 #include "core/macho_format.h"
+#include "core/macho_structs.h"
 #include "tests/support/macho_builder.h"
 
 using namespace machofix;
@@ -44,13 +45,13 @@ TEST_CASE("a string command is rounded up to 8 bytes with zeros, its fixed part 
   CHECK(rpath.size() == 32);
   CHECK(Bytes(rpath).u32(0) == macho::LC_RPATH);
   CHECK(Bytes(rpath).u32(4) == 32);
-  CHECK(command_string(rpath, macho::kRpathPathOffsetField) == "@loader_path");
+  CHECK(command_string(rpath, offsetof(macho::RpathCommand, path_offset)) == "@loader_path");
   CHECK(rpath.back() == 0);
-  std::vector<uint8_t> longer = with_command_string(rpath, macho::kRpathPathOffsetField, "@executable_path/../Frameworks");
+  std::vector<uint8_t> longer = with_command_string(rpath, offsetof(macho::RpathCommand, path_offset), "@executable_path/../Frameworks");
   CHECK(longer.size() == 48);  // 12 + 31 = 43 -> 48
   CHECK(Bytes(longer).u32(4) == 48);
-  CHECK(command_string(longer, macho::kRpathPathOffsetField) == "@executable_path/../Frameworks");
-  std::vector<uint8_t> exact = with_command_string(rpath, macho::kRpathPathOffsetField, "/abcdefghij");  // 12 + 12 = 24
+  CHECK(command_string(longer, offsetof(macho::RpathCommand, path_offset)) == "@executable_path/../Frameworks");
+  std::vector<uint8_t> exact = with_command_string(rpath, offsetof(macho::RpathCommand, path_offset), "/abcdefghij");  // 12 + 12 = 24
   CHECK(exact.size() == 24);
 }
 
@@ -84,7 +85,7 @@ TEST_CASE("the area grows into the header padding and no further: the refusal na
   uint64_t room = header_padding_end(image) - image.load_commands_end();
   LoadCommandList fits(image);
   // A command exactly the size of the room fits.
-  std::string path(room - macho::kRpathCommandSize - 1, 'p');
+  std::string path(room - sizeof(macho::RpathCommand) - 1, 'p');
   fits.insert(fits.size(), rpath_command(path));
   CHECK(fits.sizeofcmds() == image.sizeofcmds + room);
   std::vector<uint8_t> fitted = written(image, fits);

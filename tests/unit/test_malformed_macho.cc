@@ -11,6 +11,7 @@
 #include "core/imports.h"
 #include "core/macho.h"
 #include "core/macho_format.h"
+#include "core/macho_structs.h"
 #include "core/macho_repair.h"
 #include "core/prune.h"
 #include "fuzz/sample_images.h"
@@ -104,7 +105,7 @@ struct Expected {
 
 Expected expected_for_truncation(const Image& image, uint64_t n) {
   if (n < 4) return {false, 0, "file too short for a Mach-O header"};
-  if (n < macho::kHeaderSize64) return {false, 0, "Mach-O header (32 bytes) runs past the end"};
+  if (n < sizeof(macho::MachHeader64)) return {false, 0, "Mach-O header (32 bytes) runs past the end"};
   if (n < image.load_commands_end()) return {false, 20, "runs past the end of the file"};
   for (const CommandInfo& command : image.commands) {
     if (command.cmd == macho::LC_SEGMENT_64) {
@@ -770,7 +771,7 @@ TEST_CASE("sizeofcmds covering zero padding after the last command is accepted a
 // or a LINKEDIT blob, at offset 20 (sizeofcmds).
 TEST_CASE("sizeofcmds reaching into section data is an error naming sizeofcmds") {
   Image plain = dyld_info_builder().build();
-  uint32_t sizeofcmds = static_cast<uint32_t>(plain.linkedit.offset + 16 - macho::kHeaderSize64);  // __text and 16 bytes of LINKEDIT
+  uint32_t sizeofcmds = static_cast<uint32_t>(plain.linkedit.offset + 16 - sizeof(macho::MachHeader64));  // __text and 16 bytes of LINKEDIT
   Image image = dyld_info_builder().override_sizeofcmds(sizeofcmds).build();
   CHECK_MALFORMED(image.bytes, 20, "sizeofcmds");
 }

@@ -15,6 +15,7 @@
 #include "core/imports.h"
 #include "core/macho.h"
 #include "core/macho_format.h"
+#include "core/macho_structs.h"
 #include "core/macho_repair.h"
 #include "core/prune.h"
 #include "tests/support/macho_builder.h"
@@ -87,7 +88,7 @@ std::vector<uint8_t> without_dylibs(const Image& image, const std::set<int>& rem
     area.insert(area.end(), image.bytes.begin() + command.offset, image.bytes.begin() + command.offset + command.size);
   }
   area.resize(image.sizeofcmds, 0);
-  std::copy(area.begin(), area.end(), out.begin() + macho::kHeaderSize64);
+  std::copy(area.begin(), area.end(), out.begin() + sizeof(macho::MachHeader64));
   write_u32(out, 16, image.ncmds - static_cast<uint32_t>(removed.size()));
   write_u32(out, 20, image.sizeofcmds - removed_bytes);
   return out;
@@ -586,7 +587,7 @@ TEST_CASE("removing dylib commands: later commands shift down, ncmds/sizeofcmds 
     for (uint64_t i = after.load_commands_end(); i < image.load_commands_end(); ++i) CHECK(pruned.after[i] == 0);
     // Outside the header's ncmds/sizeofcmds, the command area and the one ordinal byte: identical.
     for (uint64_t i = 0; i < image.size(); ++i) {
-      bool may_differ = (i >= 16 && i < 24) || (i >= macho::kHeaderSize64 && i < image.load_commands_end()) ||
+      bool may_differ = (i >= 16 && i < 24) || (i >= sizeof(macho::MachHeader64) && i < image.load_commands_end()) ||
                         i == image.symbol_offsets[1] + 7;
       if (!may_differ && pruned.after[i] != image.bytes[i]) FAIL_CHECK("byte " << hex(i) << " changed");
     }

@@ -11,6 +11,7 @@
 #include "core/imports.h"
 #include "core/macho.h"
 #include "core/macho_format.h"
+#include "core/macho_structs.h"
 #include "core/weak_link.h"
 #include "tests/support/macho_builder.h"
 
@@ -90,8 +91,8 @@ std::vector<uint8_t> expected_dyld_info(const DyldInfoImage& built) {
   write_u32(expected, built.image.dylib(2).offset, macho::LC_LOAD_WEAK_DYLIB);
   set_bit(expected, built.bind_foo, macho::BIND_SYMBOL_FLAGS_WEAK_IMPORT);
   set_bit(expected, built.lazy_foo, macho::BIND_SYMBOL_FLAGS_WEAK_IMPORT);
-  set_bit(expected, built.image.symbol_offsets[0] + macho::kNlistDescOffset, N_WEAK_REF);
-  set_bit(expected, built.image.symbol_offsets[1] + macho::kNlistDescOffset, N_WEAK_REF);
+  set_bit(expected, built.image.symbol_offsets[0] + offsetof(macho::Nlist64, n_desc), N_WEAK_REF);
+  set_bit(expected, built.image.symbol_offsets[1] + offsetof(macho::Nlist64, n_desc), N_WEAK_REF);
   return expected;
 }
 
@@ -152,8 +153,8 @@ TEST_SUITE("weak link") {
       write_u32(expected, image.dylib(2).offset, macho::LC_LOAD_WEAK_DYLIB);
       set_bit(expected, chained_weak_byte(image, format, 1), macho::kChainedWeakImportBit);  // _foo_run
       set_bit(expected, chained_weak_byte(image, format, 2), macho::kChainedWeakImportBit);  // _wdef, -3 from libfoo
-      set_bit(expected, image.symbol_offsets[0] + macho::kNlistDescOffset, N_WEAK_REF);     // _foo_run
-      set_bit(expected, image.symbol_offsets[3] + macho::kNlistDescOffset, N_WEAK_REF);     // _wdef
+      set_bit(expected, image.symbol_offsets[0] + offsetof(macho::Nlist64, n_desc), N_WEAK_REF);     // _foo_run
+      set_bit(expected, image.symbol_offsets[3] + offsetof(macho::Nlist64, n_desc), N_WEAK_REF);     // _wdef
       CHECK(first_difference(linked.after, expected) == "identical");
     }
   }
@@ -168,7 +169,7 @@ TEST_SUITE("weak link") {
     std::vector<uint8_t> expected = image.bytes;
     write_u32(expected, image.dylib(18).offset, macho::LC_LOAD_WEAK_DYLIB);
     set_bit(expected, image.bind.offset + at, macho::BIND_SYMBOL_FLAGS_WEAK_IMPORT);
-    set_bit(expected, image.symbol_offsets[0] + macho::kNlistDescOffset, N_WEAK_REF);
+    set_bit(expected, image.symbol_offsets[0] + offsetof(macho::Nlist64, n_desc), N_WEAK_REF);
     CHECK(first_difference(linked.after, expected) == "identical");
   }
 
@@ -197,7 +198,7 @@ TEST_SUITE("weak link") {
     CHECK(decision.reason == "already LC_LOAD_WEAK_DYLIB; marks 1 imported symbol weak");
     std::vector<uint8_t> expected = image.bytes;
     set_bit(expected, chained_weak_byte(image, macho::DYLD_CHAINED_IMPORT, 0), macho::kChainedWeakImportBit);
-    set_bit(expected, image.symbol_offsets[0] + macho::kNlistDescOffset, N_WEAK_REF);
+    set_bit(expected, image.symbol_offsets[0] + offsetof(macho::Nlist64, n_desc), N_WEAK_REF);
     CHECK(first_difference(linked.after, expected) == "identical");
   }
 
@@ -293,7 +294,7 @@ TEST_SUITE("weak link") {
       CHECK_THROWS_WITH_AS(verify_weak_link(image, scan, {2}, output), doctest::Contains("nothing written"), Error);
     };
     std::vector<uint8_t> spoiled = good;
-    spoiled[built.image.symbol_offsets[0] + macho::kNlistDescOffset] &= ~N_WEAK_REF;
+    spoiled[built.image.symbol_offsets[0] + offsetof(macho::Nlist64, n_desc)] &= ~N_WEAK_REF;
     refused(spoiled, "an n_desc not marked");
     spoiled = good;
     spoiled[built.lazy_foo] &= ~macho::BIND_SYMBOL_FLAGS_WEAK_IMPORT;
@@ -317,7 +318,7 @@ TEST_SUITE("weak link") {
     spoiled.back() ^= 1;
     refused(spoiled, "the last byte (after every edit) changed");
     spoiled = good;
-    spoiled[built.image.symbol_offsets[0] + macho::kNlistDescOffset] |= 0x80;  // N_WEAK_DEF
+    spoiled[built.image.symbol_offsets[0] + offsetof(macho::Nlist64, n_desc)] |= 0x80;  // N_WEAK_DEF
     refused(spoiled, "another n_desc bit beside the weak one");
     spoiled = good;
     spoiled.push_back(0);
