@@ -234,8 +234,7 @@ class InputFile {
   static la_ssize_t read(archive* handle, void* self, const void** data) {
     auto* file = static_cast<InputFile*>(self);
     for (;;) {
-      ssize_t got = pread(file->fd_.get(), file->buffer_.data(), file->buffer_.size(), static_cast<off_t>(file->position_));
-      if (got < 0 && errno == EINTR) continue;
+      ssize_t got = retry_on_eintr([&] { return pread(file->fd_.get(), file->buffer_.data(), file->buffer_.size(), static_cast<off_t>(file->position_)); });
       if (got < 0) {
         int error = errno;
         archive_set_error(handle, error, "cannot read the archive: %s", std::strerror(error));
@@ -486,8 +485,7 @@ class FixPass {
 
   static void write_all(int fd, uint64_t offset, const uint8_t* data, size_t length) {
     while (length > 0) {
-      ssize_t written = pwrite(fd, data, length, static_cast<off_t>(offset));
-      if (written < 0 && errno == EINTR) continue;
+      ssize_t written = retry_on_eintr([&] { return pwrite(fd, data, length, static_cast<off_t>(offset)); });
       if (written <= 0) system_fail("cannot write a temporary file");
       data += written, offset += static_cast<uint64_t>(written), length -= static_cast<size_t>(written);
     }
@@ -605,8 +603,7 @@ void copy_file_data(const std::string& path, archive* writer, OutputSink& sink, 
   Descriptor in(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (in.get() < 0) system_fail("cannot open the fixed member");
   for (uint64_t offset = 0; offset < size;) {
-    ssize_t got = pread(in.get(), buffer.data(), std::min<uint64_t>(buffer.size(), size - offset), static_cast<off_t>(offset));
-    if (got < 0 && errno == EINTR) continue;
+    ssize_t got = retry_on_eintr([&] { return pread(in.get(), buffer.data(), std::min<uint64_t>(buffer.size(), size - offset), static_cast<off_t>(offset)); });
     if (got < 0) system_fail("cannot read the fixed member");
     if (got == 0) fail("the fixed member became shorter while it was being written");
     write_data(writer, sink, buffer.data(), static_cast<size_t>(got));

@@ -93,8 +93,7 @@ void wait_until_writable(int fd) {
 
 void write_all(int fd, const uint8_t* data, uint64_t size, const std::string& problem, const std::string& path) {
   while (size > 0) {
-    ssize_t written = ::write(fd, data, std::min<uint64_t>(size, 1 << 30));
-    if (written < 0 && errno == EINTR) continue;
+    ssize_t written = retry_on_eintr([&] { return ::write(fd, data, std::min<uint64_t>(size, 1 << 30)); });
     if (written < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       wait_until_writable(fd);
       continue;
@@ -108,8 +107,7 @@ void write_all(int fd, const uint8_t* data, uint64_t size, const std::string& pr
 void spool_standard_input(int fd) {
   std::vector<uint8_t> buffer(1 << 20);
   for (;;) {
-    ssize_t got = ::read(STDIN_FILENO, buffer.data(), buffer.size());
-    if (got < 0 && errno == EINTR) continue;
+    ssize_t got = retry_on_eintr([&] { return ::read(STDIN_FILENO, buffer.data(), buffer.size()); });
     if (got < 0) system_error("cannot read standard input", kStandardStream);
     if (got == 0) return;
     write_all(fd, buffer.data(), static_cast<uint64_t>(got), "cannot copy standard input to a temporary file in " + temp_directory(),
@@ -225,8 +223,7 @@ uint64_t AtomicOutput::size() const {
 void AtomicOutput::write_at(uint64_t offset, const uint8_t* data, uint64_t size) {
   fresh_ = false;
   while (size > 0) {
-    ssize_t written = pwrite(fd_, data, size, static_cast<off_t>(offset));
-    if (written < 0 && errno == EINTR) continue;
+    ssize_t written = retry_on_eintr([&] { return pwrite(fd_, data, size, static_cast<off_t>(offset)); });
     if (written <= 0) system_error("cannot write the output", target_);
     data += written, offset += written, size -= written;
   }
@@ -320,8 +317,7 @@ void AtomicOutput::copy_range(int in_fd, uint64_t in_offset, uint64_t out_offset
 #ifdef __linux__
   while (length > 0) {
     loff_t from = static_cast<loff_t>(in_offset), to = static_cast<loff_t>(out_offset);
-    ssize_t copied = copy_file_range(in_fd, &from, fd_, &to, length, 0);
-    if (copied < 0 && errno == EINTR) continue;
+    ssize_t copied = retry_on_eintr([&] { return copy_file_range(in_fd, &from, fd_, &to, length, 0); });
     if (copied < 0 && (errno == EXDEV || errno == ENOSYS || errno == EOPNOTSUPP || errno == EINVAL)) break;
     if (copied < 0) system_error("cannot write the output", target_);
     if (copied == 0) break;  // the source is shorter than it was: caught by the fallback
@@ -330,8 +326,7 @@ void AtomicOutput::copy_range(int in_fd, uint64_t in_offset, uint64_t out_offset
 #endif
   std::vector<uint8_t> buffer(std::min<uint64_t>(length, 1 << 20));
   while (length > 0) {
-    ssize_t got = pread(in_fd, buffer.data(), std::min<uint64_t>(length, buffer.size()), static_cast<off_t>(in_offset));
-    if (got < 0 && errno == EINTR) continue;
+    ssize_t got = retry_on_eintr([&] { return pread(in_fd, buffer.data(), std::min<uint64_t>(length, buffer.size()), static_cast<off_t>(in_offset)); });
     if (got < 0) system_error("cannot read the input", target_);
     if (got == 0) {
       Error error("the input became shorter while it was being copied");
@@ -356,8 +351,7 @@ void AtomicOutput::commit_to_standard_output() {
 #ifdef __linux__
   while (offset < length) {
     off_t from = static_cast<off_t>(offset);
-    ssize_t sent = sendfile(STDOUT_FILENO, fd_, &from, std::min<uint64_t>(length - offset, 1 << 30));
-    if (sent < 0 && errno == EINTR) continue;
+    ssize_t sent = retry_on_eintr([&] { return sendfile(STDOUT_FILENO, fd_, &from, std::min<uint64_t>(length - offset, 1 << 30)); });
     if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       wait_until_writable(STDOUT_FILENO);
       continue;
@@ -369,8 +363,7 @@ void AtomicOutput::commit_to_standard_output() {
 #endif
   std::vector<uint8_t> buffer(std::min<uint64_t>(length - offset, 1 << 20));
   while (offset < length) {
-    ssize_t got = pread(fd_, buffer.data(), std::min<uint64_t>(length - offset, buffer.size()), static_cast<off_t>(offset));
-    if (got < 0 && errno == EINTR) continue;
+    ssize_t got = retry_on_eintr([&] { return pread(fd_, buffer.data(), std::min<uint64_t>(length - offset, buffer.size()), static_cast<off_t>(offset)); });
     if (got <= 0) system_error("cannot read the output back", target_);
     write_all(STDOUT_FILENO, buffer.data(), static_cast<uint64_t>(got), problem, target_);
     offset += static_cast<uint64_t>(got);

@@ -15,6 +15,7 @@
 #include "core/file_io.h"
 #include "core/lief_check.h"
 #include "core/macho.h"
+#include "core/util.h"
 
 namespace machofix {
 
@@ -63,11 +64,6 @@ void forget_removals(FileReport& report) {
     for (SliceReport& slice : macho.slices)
       for (DylibReport& dylib : slice.dylibs) dylib.removed = false;
   });
-}
-
-std::string base_name(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
 // In place on a symlink rewrites the file it points to; the link stays a link.
@@ -148,7 +144,7 @@ constexpr uint64_t kJudgedPasses = 1, kRewrittenPasses = 3, kAllPasses = 4;
 void run_macho(const MappedFile& input, Operation operation, const JobOptions& options, FileReport& report) {
   RepairOptions repair = options.repair;
   // Standard input has no file name to name a new signature after.
-  if (repair.file_name.empty() && !is_standard_stream(input.path())) repair.file_name = base_name(input.path());
+  if (repair.file_name.empty() && !is_standard_stream(input.path())) repair.file_name = last_path_component(input.path());
   if (operation == Operation::Inspect) {
     ProgressMeter progress(options.repair.progress, input.size());  // the input's pages hashed
     ProgressScope counting(&progress);

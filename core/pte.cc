@@ -13,6 +13,7 @@
 #include "core/macho.h"
 #include "core/pte_container.h"
 #include "core/sha.h"
+#include "core/util.h"
 #include "flat_tensor_generated.h"
 #include "program_generated.h"
 
@@ -52,16 +53,10 @@ bool has_tag(const Bytes& file, uint64_t offset, const char (&tag)[5]) {
 // Four bytes for a message: as text when printable, else in hex.
 std::string printable_tag(const Bytes& file, uint64_t offset) {
   if (!fits(offset, 4, file.size())) return "(file too short)";
-  std::string text = "\"", hex_text;
-  bool printable = true;
-  for (uint64_t i = 0; i < 4; ++i) {
-    uint8_t byte = file.u8(offset + i);
-    printable &= byte >= 0x20 && byte <= 0x7e;
-    text += static_cast<char>(byte);
-    hex_text += "0123456789abcdef"[byte >> 4];
-    hex_text += "0123456789abcdef"[byte & 15];
-  }
-  return printable ? text + "\"" : hex_text;
+  Bytes tag = file.sub(offset, 4, "tag");
+  std::string text(reinterpret_cast<const char*>(tag.data()), 4);
+  bool printable = std::all_of(text.begin(), text.end(), [](char c) { return c >= 0x20 && c <= 0x7e; });
+  return printable ? "\"" + text + "\"" : hex_bytes(tag.data(), 4);
 }
 
 }  // namespace

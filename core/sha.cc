@@ -2,6 +2,7 @@
 
 #include "core/mapped_pages.h"
 #include "core/progress.h"
+#include "core/util.h"
 
 #if defined(__APPLE__)
 // macOS: CommonCrypto, part of libSystem, so there is no crypto library to ship.
@@ -163,13 +164,7 @@ std::vector<uint8_t> hash_pages(const Bytes& code, uint64_t page_size, uint8_t h
 
 std::string sha256_hex(const Bytes& bytes) {
   std::vector<uint8_t> digest = Hasher(kHashSha256).hash(bytes);
-  static const char digits[] = "0123456789abcdef";
-  std::string text;
-  for (size_t i = 0; i < digest.size(); ++i) {
-    text += digits[digest[i] >> 4];
-    text += digits[digest[i] & 15];
-  }
-  return text;
+  return hex_bytes(digest.data(), digest.size());
 }
 
 }  // namespace machofix

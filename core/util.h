@@ -1,6 +1,7 @@
 // Small helpers that several parts of core/ need, written once.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -14,6 +15,17 @@ constexpr uint64_t align_up(uint64_t value, uint64_t alignment) { return (value 
 inline std::string last_path_component(const std::string& path) {
   size_t slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// The bytes in lowercase hex, two digits each.
+inline std::string hex_bytes(const uint8_t* data, size_t size) {
+  static const char digits[] = "0123456789abcdef";
+  std::string text;
+  for (size_t i = 0; i < size; ++i) {
+    text += digits[data[i] >> 4];
+    text += digits[data[i] & 15];
+  }
+  return text;
 }
 
 }  // namespace machofix

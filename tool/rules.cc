@@ -1,5 +1,7 @@
 #include "tool/rules.h"
 
+#include "core/util.h"
+
 namespace machofix::cli {
 
 const char* rule_id(Rule rule) {
@@ -73,11 +75,6 @@ bool rule_needs_contract(Rule rule) {
 
 namespace {
 
-std::string leaf(const std::string& install_name) {
-  size_t slash = install_name.rfind('/');
-  return slash == std::string::npos ? install_name : install_name.substr(slash + 1);
-}
-
 // How the load command ties the slice to the dylib, as a verb phrase.
 std::string dependency_phrase(const Finding& finding) {
   switch (finding.dylib_kind) {
@@ -145,13 +142,13 @@ std::string shell_quoted(const std::string& word) {
 std::string repair_command(const Finding& finding) {
   std::string file = shell_quoted(finding.file);
   switch (finding.rule) {
-    case Rule::UnusedDependency: return "machofix prune " + file + " --in-place --only " + shell_quoted(leaf(finding.dylib));
+    case Rule::UnusedDependency: return "machofix prune " + file + " --in-place --only " + shell_quoted(last_path_component(finding.dylib));
     case Rule::AbsoluteInstallName:
       // An unused one is removed rather than renamed.
       if (finding.symbols.empty() && finding.removable)
-        return "machofix prune " + file + " --in-place --only " + shell_quoted(leaf(finding.dylib));
+        return "machofix prune " + file + " --in-place --only " + shell_quoted(last_path_component(finding.dylib));
       return "machofix edit " + file + " --in-place --change " + shell_quoted(finding.dylib) + " " +
-             shell_quoted("@rpath/" + leaf(finding.dylib));
+             shell_quoted("@rpath/" + last_path_component(finding.dylib));
     case Rule::AbsoluteRpath: return "machofix edit " + file + " --in-place --delete-rpath " + shell_quoted(finding.rpath);
     case Rule::DuplicateRpath:
       // --delete-rpath removes every copy spelled so (as install_name_tool's does): a
@@ -163,7 +160,7 @@ std::string repair_command(const Finding& finding) {
              shell_quoted(finding.rpath);
     case Rule::ForbiddenDependency:
       if (finding.symbols.empty() && finding.removable)
-        return "machofix prune " + file + " --in-place --only " + shell_quoted(leaf(finding.dylib));
+        return "machofix prune " + file + " --in-place --only " + shell_quoted(last_path_component(finding.dylib));
       return "";
     case Rule::UnprovidedDependency:
     case Rule::WeakRequiredDependency: return "";
