@@ -6,7 +6,6 @@
 #include <cstring>
 #include <functional>
 
-#include "core/lief_check.h"
 #include "core/macho_format.h"
 #include "core/macho_structs.h"
 #include "core/proof_seam.h"
@@ -213,7 +212,8 @@ std::vector<uint8_t> apply_edit(const MachO& image, const EditPlan& plan) {
   return out;
 }
 
-void verify_edit(const MachO& before, const ImportScan& before_scan, const EditPlan& plan, const std::vector<uint8_t>& after) {
+void verify_edit(const MachO& before, const ImportScan& before_scan, const EditPlan& plan, const std::vector<uint8_t>& after,
+                 const SecondReader& second) {
   if (after.size() != before.bytes.size()) verification_failed("the slice changed size");
   std::vector<uint8_t> spoiled_for_reread, spoiled_for_untouched, spoiled_for_lief;  // tests only (proof_seam.h)
   const std::vector<uint8_t>& reread_bytes = seam::offer(seam::ProofStep::Reread, after, spoiled_for_reread);
@@ -223,7 +223,7 @@ void verify_edit(const MachO& before, const ImportScan& before_scan, const EditP
   verify_imports(before_scan, reread_scan);
   uint64_t area_end = sizeof(macho::MachHeader64) + std::max<uint64_t>(before.sizeofcmds, plan.commands.sizeofcmds());
   verify_untouched(before, sizeof(macho::MachHeader64) + plan.commands.sizeofcmds(), area_end, seam::offer(seam::ProofStep::Untouched, after, spoiled_for_untouched));
-  cross_check_with_lief(seam::offer(seam::ProofStep::Lief, after, spoiled_for_lief), reread, reread_scan);
+  required(second)(seam::offer(seam::ProofStep::Lief, after, spoiled_for_lief), reread, reread_scan);
 }
 
 }  // namespace machofix

@@ -4,7 +4,7 @@
 //                  for an edit that matches nothing, or would duplicate an rpath)
 //   apply_edit()   the load-command area written anew (core/load_commands.h)
 //   verify_edit()  the output re-read: exactly the planned load commands, every
-//                  import as before, every other byte unchanged, LIEF agrees
+//                  import as before, every other byte unchanged, the second reader (LIEF) agrees
 #pragma once
 
 #include <string>
@@ -14,6 +14,7 @@
 #include "core/imports.h"
 #include "core/load_commands.h"
 #include "core/macho.h"
+#include "core/second_reader.h"
 #include "core/weak_link.h"
 
 namespace machofix {
@@ -80,7 +81,8 @@ std::vector<uint8_t> apply_edit(const MachO& image, const EditPlan& plan);
 
 // Re-reads `after`: its load commands must be exactly the planned ones, every import
 // bind as before (same ordinal, same symbol, same weakness), every byte outside the
-// load-command area unchanged, and LIEF must agree.
-void verify_edit(const MachO& before, const ImportScan& before_scan, const EditPlan& plan, const std::vector<uint8_t>& after);
+// load-command area unchanged, and `second` must agree.
+void verify_edit(const MachO& before, const ImportScan& before_scan, const EditPlan& plan, const std::vector<uint8_t>& after,
+                 const SecondReader& second);
 
 }  // namespace machofix

@@ -297,6 +297,8 @@ FileReport run_job(const std::string& path, Operation operation, const JobOption
   // a note in one found in a directory or archive.
   JobOptions options = named_options;
   options.repair.edit.unmatched_is_note = options.skip_other_files;
+  // Every rewrite is re-read by LIEF too, unless the caller named another reader.
+  if (!options.repair.second_reader) options.repair.second_reader = cross_check_with_lief;
   auto start = std::chrono::steady_clock::now();
   FileReport report;
   report.path = path;

@@ -170,11 +170,12 @@ void plan_weak_link_stage(JudgedSlice& judged, const EditOptions& options) {
 
 // The weak-link stage of rewrite_slice: on the re-read edited bytes (the load-command
 // edits may have moved every command), then its own proof.
-std::vector<uint8_t> weak_link_stage(const std::vector<uint8_t>& edited, uint64_t base, const std::vector<int>& ordinals) {
+std::vector<uint8_t> weak_link_stage(const std::vector<uint8_t>& edited, uint64_t base, const std::vector<int>& ordinals,
+                                     const SecondReader& second) {
   MachO image = parse_macho(Bytes(edited.data(), edited.size(), base));
   ImportScan scan = scan_imports(image);
   std::vector<uint8_t> linked = apply_weak_link(image, scan, ordinals);
-  verify_weak_link(image, scan, ordinals, linked);
+  verify_weak_link(image, scan, ordinals, linked, second);
   return linked;
 }
 
@@ -287,9 +288,9 @@ SliceJob rewrite_slice(JudgedSlice& judged, const RepairOptions& options) {
   job.bytes = judged.prunes ? apply_prune(image, judged.scan, judged.plan)
               : judged.edits ? apply_edit(image, *judged.edit)
                              : copy_of(judged.bytes);
-  if (judged.prunes) verify_prune(image, judged.scan, judged.plan, job.bytes);
-  if (judged.edits) verify_edit(image, judged.scan, *judged.edit, job.bytes);
-  if (judged.weak_links) job.bytes = weak_link_stage(job.bytes, image.bytes.base(), judged.weak_link);
+  if (judged.prunes) verify_prune(image, judged.scan, judged.plan, job.bytes, options.second_reader);
+  if (judged.edits) verify_edit(image, judged.scan, *judged.edit, job.bytes, options.second_reader);
+  if (judged.weak_links) job.bytes = weak_link_stage(job.bytes, image.bytes.base(), judged.weak_link, options.second_reader);
   job.bytes = update_signature(judged, std::move(job.bytes), options, job.report);
   job.report.changed = judged.prunes || job.bytes.size() != judged.bytes.size() ||
                        std::memcmp(job.bytes.data(), judged.bytes.data(), job.bytes.size()) != 0;

@@ -104,6 +104,9 @@ struct RepairOptions {
   std::string identifier;         // --identifier for `sign`; empty: keep / derive
   std::string file_name;          // names a new signature when the file has no install name
   ByteProgress progress;          // the bytes copied, compared or written, for a progress line
+  // Re-reads every rewritten slice besides machofix (core/second_reader.h): a rewrite
+  // without one fails. core/job.cc gives LIEF (core/lief_check.h).
+  SecondReader second_reader;
 };
 
 struct MachORepair {

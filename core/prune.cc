@@ -6,7 +6,6 @@
 #include <map>
 #include <set>
 
-#include "core/lief_check.h"
 #include "core/load_commands.h"
 #include "core/macho_format.h"
 #include "core/macho_structs.h"
@@ -229,7 +228,7 @@ void verify_untouched(const MachO& before, const ImportScan& scan, const std::ve
 }  // namespace
 
 void verify_prune(const MachO& before, const ImportScan& before_scan, const PrunePlan& plan,
-                  const std::vector<uint8_t>& after) {
+                  const std::vector<uint8_t>& after, const SecondReader& second) {
   if (after.size() != before.bytes.size()) verification_failed("the slice changed size");
   std::vector<uint8_t> spoiled_for_reread, spoiled_for_untouched, spoiled_for_lief;  // tests only (proof_seam.h)
   const std::vector<uint8_t>& reread_bytes = seam::offer(seam::ProofStep::Reread, after, spoiled_for_reread);
@@ -238,7 +237,7 @@ void verify_prune(const MachO& before, const ImportScan& before_scan, const Prun
   verify_dylibs(before, plan, reread);
   verify_imports(before, before_scan, reread, reread_scan);
   verify_untouched(before, before_scan, seam::offer(seam::ProofStep::Untouched, after, spoiled_for_untouched));
-  cross_check_with_lief(seam::offer(seam::ProofStep::Lief, after, spoiled_for_lief), reread, reread_scan);
+  required(second)(seam::offer(seam::ProofStep::Lief, after, spoiled_for_lief), reread, reread_scan);
 }
 
 }  // namespace machofix

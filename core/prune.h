@@ -13,6 +13,7 @@
 
 #include "core/imports.h"
 #include "core/macho.h"
+#include "core/second_reader.h"
 
 namespace machofix {
 
@@ -65,8 +66,9 @@ std::vector<uint8_t> apply_prune(const MachO& image, const ImportScan& scan, con
 
 // Re-reads `after` and fails unless its dylibs are exactly the kept ones and every
 // import binds to the same install name (or the same special ordinal) as before,
-// and no byte outside the load commands and the ordinal sites changed.
+// and no byte outside the load commands and the ordinal sites changed; then `second`
+// must read it as we do.
 void verify_prune(const MachO& before, const ImportScan& before_scan, const PrunePlan& plan,
-                  const std::vector<uint8_t>& after);
+                  const std::vector<uint8_t>& after, const SecondReader& second);
 
 }  // namespace machofix

@@ -4,7 +4,6 @@
 #include <map>
 #include <set>
 
-#include "core/lief_check.h"
 #include "core/macho_format.h"
 #include "core/macho_structs.h"
 #include "core/proof_seam.h"
@@ -238,7 +237,7 @@ void verify_untouched(const MachO& before, const ImportScan& scan, const Targets
 }  // namespace
 
 void verify_weak_link(const MachO& before, const ImportScan& before_scan, const std::vector<int>& ordinals,
-                      const std::vector<uint8_t>& after) {
+                      const std::vector<uint8_t>& after, const SecondReader& second) {
   if (after.size() != before.bytes.size()) verification_failed("the slice changed size");
   for (int ordinal : ordinals)
     if (ordinal < 1 || static_cast<size_t>(ordinal) > before.dylibs.size())
@@ -252,7 +251,7 @@ void verify_weak_link(const MachO& before, const ImportScan& before_scan, const 
   verify_weakness("imports", before_scan.imports, reread_scan.imports, before, reread, targets);
   verify_weakness("weak-import flags", before_scan.weak_marks, reread_scan.weak_marks, before, reread, targets);
   verify_untouched(before, before_scan, targets, seam::offer(seam::ProofStep::Untouched, after, spoiled_for_untouched));
-  cross_check_with_lief(seam::offer(seam::ProofStep::Lief, after, spoiled_for_lief), reread, reread_scan);
+  required(second)(seam::offer(seam::ProofStep::Lief, after, spoiled_for_lief), reread, reread_scan);
 }
 
 }  // namespace machofix

@@ -33,6 +33,7 @@
 
 #include "core/imports.h"
 #include "core/macho.h"
+#include "core/second_reader.h"
 
 namespace machofix {
 
@@ -79,9 +80,9 @@ std::vector<uint8_t> apply_weak_link(const MachO& image, const ImportScan& scan,
 // Re-reads `after` with machofix's reader and fails (Error, "nothing written") unless
 // the dylibs of `ordinals` are LC_LOAD_WEAK_DYLIB, every import from them is marked
 // weak in every place the scan finds one, no other dylib or import changed, and no
-// byte differs from `before` but those command words and weak bits; then LIEF must
-// read it as we do (core/lief_check.h).
+// byte differs from `before` but those command words and weak bits; then the second
+// reader must read it as we do (`second`: core/second_reader.h).
 void verify_weak_link(const MachO& before, const ImportScan& before_scan, const std::vector<int>& ordinals,
-                      const std::vector<uint8_t>& after);
+                      const std::vector<uint8_t>& after, const SecondReader& second);
 
 }  // namespace machofix

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include "tests/support/checked_options.h"
+#include "core/lief_check.h"
 #include "core/codesign.h"
 #include "core/error.h"
 #include "core/fat.h"
@@ -41,7 +43,7 @@ namespace {
 // The options vary with the input (deterministically: a reproducer replays the
 // same way) so that every policy and signing branch is reached.
 RepairOptions options_for(size_t size) {
-  RepairOptions options;
+  RepairOptions options = test::checked();
   options.sign_unsigned = size & 1;
   options.replace_identity = size & 2;
   if (size & 4) options.prune.keep = {"*libSystem*"};
@@ -77,12 +79,12 @@ void analyze_slice(const Bytes& slice, const RepairOptions& options) {
   SliceAnalysis analysis = analyze(image, scan);
   PrunePlan plan = plan_prune(image, analysis, options.prune);
   std::vector<uint8_t> after = apply_prune(image, scan, plan);
-  if (plan.left_unchanged_because.empty() && plan.removal_count() > 0) verify_prune(image, scan, plan, after);
+  if (plan.left_unchanged_because.empty() && plan.removal_count() > 0) verify_prune(image, scan, plan, after, cross_check_with_lief);
   if (after.size() != slice.size()) invariant_failed("apply_prune", "the slice changed size");
   // --weak-link of every dependency it allows.
   WeakLinkPlan weak = plan_weak_link(image, scan, {"*"});
   std::vector<uint8_t> weakened = apply_weak_link(image, scan, weak.ordinals());
-  verify_weak_link(image, scan, weak.ordinals(), weakened);
+  verify_weak_link(image, scan, weak.ordinals(), weakened, cross_check_with_lief);
 }
 
 template <typename F>

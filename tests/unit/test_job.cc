@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/checked_options.h"
 #include "core/job.h"
 #include "core/macho_format.h"
 #include "core/macho_repair.h"
@@ -67,6 +68,6 @@ TEST_CASE("run_job in place on a symlink rewrites the file it points to; the lin
   REQUIRE(report.status == FileStatus::Changed);
   CHECK(fs::is_symlink(scratch.path / "link.dylib"));
   CHECK(fs::read_symlink(scratch.path / "link.dylib") == "model.dylib");
-  CHECK(read_bytes(scratch.path / "model.dylib") == prune_macho(image.view(), RepairOptions{}).output);
+  CHECK(read_bytes(scratch.path / "model.dylib") == prune_macho(image.view(), test::checked()).output);
   CHECK(read_bytes(scratch.path / "model.dylib") != image.bytes);
 }

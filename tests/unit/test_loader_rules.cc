@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/checked_options.h"
 #include "core/fat.h"
 #include "core/file_io.h"
 #include "core/loader_rules.h"
@@ -572,7 +573,7 @@ TEST_CASE("prune and sign refuse an input that breaks a loader rule, naming the 
   image.put32(at, 7);
   for (auto rewrite : {prune_macho, sign_macho}) {
     try {
-      rewrite(image.view(), RepairOptions{});
+      rewrite(image.view(), test::checked());
       FAIL("no error");
     } catch (const Error& error) {
       CHECK(error.offset().value_or(0) == at);
@@ -589,7 +590,7 @@ TEST_CASE("prune and sign refuse an input that breaks a loader rule, naming the 
 TEST_CASE("a universal input whose slices dyld would refuse is refused before any slice is rewritten") {
   std::vector<uint8_t> fat = universal({{macho::CPU_TYPE_ARM64, 0, dylib().bytes}}, false, 12);
   try {
-    prune_macho(Bytes(fat), RepairOptions{});
+    prune_macho(Bytes(fat), test::checked());
     FAIL("no error");
   } catch (const Error& error) {
     CHECK(error.offset().value_or(0) == 16);
@@ -607,7 +608,7 @@ TEST_CASE("a universal rewrite that lays slices out again keeps arm64 slices on 
                                         {macho::CPU_TYPE_ARM64, 0, dylib().bytes}});
   put_be32_at(fat, 8 + 20 + 16, 12);
   REQUIRE(check_image_rules(Bytes(fat)).empty());
-  MachORepair signed_fat = sign_macho(Bytes(fat), RepairOptions{});  // both slices grow by a signature
+  MachORepair signed_fat = sign_macho(Bytes(fat), test::checked());  // both slices grow by a signature
   REQUIRE(signed_fat.report.changed);
   Universal after = parse_universal(Bytes(signed_fat.output));
   CHECK(after.slices[1].offset % 0x4000 == 0);
@@ -657,7 +658,7 @@ TEST_CASE("the ExecuTorch samples pass every loader rule, before and after prune
     char pattern[] = "/tmp/machofix-rules-test-XXXXXX";
     std::string directory = mkdtemp(pattern);
     std::string output = directory + "/out.pte";
-    PteReport pruned = repair_pte(input, output, RepairOptions{}, false);  // prune
+    PteReport pruned = repair_pte(input, output, test::checked(), false);  // prune
     CHECK(pruned.changed);  // libomp goes
     {
       MappedFile written(output);

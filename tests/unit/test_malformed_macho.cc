@@ -8,6 +8,8 @@
 
 #include <optional>
 
+#include "tests/support/checked_options.h"
+#include "core/lief_check.h"
 #include "core/imports.h"
 #include "core/macho.h"
 #include "core/macho_format.h"
@@ -42,7 +44,7 @@ Outcome run(const std::vector<uint8_t>& bytes, uint64_t base = 0) {
     SliceAnalysis analysis = analyze(image, scan);
     PrunePlan plan = plan_prune(image, analysis, {});
     std::vector<uint8_t> after = apply_prune(image, scan, plan);
-    if (plan.removal_count()) verify_prune(image, scan, plan, after);
+    if (plan.removal_count()) verify_prune(image, scan, plan, after, cross_check_with_lief);
     outcome.ok = true;
     outcome.described = "success";
   } catch (const Error& error) {
@@ -194,7 +196,7 @@ TEST_CASE("a malformed slice of a universal file: the Error names the slice and 
   write_u32(fat, 24, __builtin_bswap32(14));
   append_bytes(fat, image.bytes);
   try {
-    prune_macho(Bytes(fat), RepairOptions{});
+    prune_macho(Bytes(fat), test::checked());
     FAIL("no error");
   } catch (const Error& error) {
     CHECK(error.offset().value_or(0) == 0x4000 + image.symbol_offsets[2] + 7);

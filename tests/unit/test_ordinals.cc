@@ -12,6 +12,8 @@
 #include <set>
 #include <type_traits>
 
+#include "tests/support/checked_options.h"
+#include "core/lief_check.h"
 #include "core/imports.h"
 #include "core/macho.h"
 #include "core/macho_format.h"
@@ -62,9 +64,9 @@ Pruned prune(const Image& image, const PruneOptions& options = {}) {
   result.analysis = analyze(result.before, result.scan);
   result.plan = plan_prune(result.before, result.analysis, options);
   result.after = apply_prune(result.before, result.scan, result.plan);
-  if (result.plan.removal_count()) verify_prune(result.before, result.scan, result.plan, result.after);
+  if (result.plan.removal_count()) verify_prune(result.before, result.scan, result.plan, result.after, cross_check_with_lief);
 
-  RepairOptions repair;
+  RepairOptions repair = test::checked();
   repair.prune = options;
   MachORepair whole = prune_macho(image.view(), repair);
   CHECK(whole.output == result.after);
@@ -429,7 +431,7 @@ TEST_CASE("a file with more than 255 load commands can be pruned and verified") 
   ImportScan scan = scan_imports(before);
   PrunePlan plan = plan_prune(before, analyze(before, scan), only_numbered({2, 3}));
   std::vector<uint8_t> after = apply_prune(before, scan, plan);
-  CHECK_NOTHROW(verify_prune(before, scan, plan, after));
+  CHECK_NOTHROW(verify_prune(before, scan, plan, after, cross_check_with_lief));
 }
 
 TEST_CASE("chained fixups: special ordinals are never touched") {
@@ -659,7 +661,7 @@ TEST_CASE("more than 16 dylibs with several removals: every encoding renumbered 
 
 TEST_CASE("prune_macho on an unsigned slice reports the removal and leaves the slice unsigned") {
   Image image = trio().undefined("_malloc", 1).undefined("_foo", 3).build();
-  RepairOptions options;
+  RepairOptions options = test::checked();
   MachORepair repair = prune_macho(image.view(), options);
   REQUIRE(repair.report.slices.size() == 1);
   const SliceReport& slice = repair.report.slices[0];
@@ -683,7 +685,7 @@ TEST_CASE("prune_macho on an unsigned slice reports the removal and leaves the s
 
 TEST_CASE("prune_macho: an unsigned x86_64 slice gets no signature warning") {
   Image image = trio().cpu(macho::CPU_TYPE_X86_64, 3).undefined("_malloc", 1).undefined("_foo", 3).build();
-  MachORepair repair = prune_macho(image.view(), RepairOptions{});
+  MachORepair repair = prune_macho(image.view(), test::checked());
   REQUIRE(repair.report.slices.size() == 1);
   CHECK(repair.report.slices[0].arch == "x86_64");
   CHECK(repair.report.slices[0].warnings.empty());

@@ -3,6 +3,8 @@
 // read by the real parser and scanner.
 #include <doctest/doctest.h>
 
+#include "tests/support/checked_options.h"
+#include "core/lief_check.h"
 #include "core/imports.h"
 #include "core/macho.h"
 #include "core/macho_format.h"
@@ -109,7 +111,7 @@ TEST_CASE("default policy: kept re-exported and upward dylibs are renumbered aro
                     .build();
   Planned planned = plan_for(image);
   std::vector<uint8_t> after = apply_prune(planned.image, planned.scan, planned.plan);
-  verify_prune(planned.image, planned.scan, planned.plan, after);
+  verify_prune(planned.image, planned.scan, planned.plan, after, cross_check_with_lief);
   MachO reread = parse_macho(Bytes(after));
   REQUIRE(reread.dylibs.size() == 4);
   CHECK(reread.dylibs[1].kind == DylibKind::Reexport);
@@ -148,7 +150,7 @@ TEST_CASE("default policy: never removes the last dependency") {
     Image image = MachOBuilder().load_dylib("/usr/lib/liba.dylib").load_dylib(kSystem).build();
     Planned planned = plan_for(image);
     std::vector<uint8_t> after = apply_prune(planned.image, planned.scan, planned.plan);
-    verify_prune(planned.image, planned.scan, planned.plan, after);
+    verify_prune(planned.image, planned.scan, planned.plan, after, cross_check_with_lief);
     MachO reread = parse_macho(Bytes(after));
     REQUIRE(reread.dylibs.size() == 1);
     CHECK(reread.dylibs[0].install_name == kSystem);
@@ -252,7 +254,7 @@ TEST_CASE("flat namespace (MH_TWOLEVEL clear): the file is left unchanged, with 
   CHECK(contains(planned.reason("/usr/lib/libunused.dylib"), "left unchanged"));
   CHECK(apply_prune(planned.image, planned.scan, planned.plan) == image.bytes);
 
-  MachORepair repair = prune_macho(image.view(), RepairOptions{});
+  MachORepair repair = prune_macho(image.view(), test::checked());
   CHECK(repair.output == image.bytes);
   CHECK_FALSE(repair.report.changed);
   REQUIRE(repair.report.slices.size() == 1);
@@ -279,7 +281,7 @@ TEST_CASE("LC_LAZY_LOAD_DYLIB: the file is left unchanged, with the reason") {
   CHECK(planned.plan.removal_count() == 0);
   CHECK(apply_prune(planned.image, planned.scan, planned.plan) == image.bytes);
 
-  MachORepair repair = prune_macho(image.view(), RepairOptions{});
+  MachORepair repair = prune_macho(image.view(), test::checked());
   CHECK(repair.output == image.bytes);
   CHECK_FALSE(repair.report.changed);
   CHECK(contains(repair.report.slices.at(0).left_unchanged_because, "LC_LAZY_LOAD_DYLIB"));
@@ -343,7 +345,7 @@ TEST_CASE("runtime lookup by name: the warning reaches prune_macho's report") {
                     .load_dylib("/usr/lib/libunused.dylib")
                     .undefined("_objc_getClass", 1)
                     .build();
-  MachORepair repair = prune_macho(image.view(), RepairOptions{});
+  MachORepair repair = prune_macho(image.view(), test::checked());
   REQUIRE(repair.report.slices.size() == 1);
   REQUIRE(repair.report.slices[0].warnings.size() == 1);
   CHECK(contains(repair.report.slices[0].warnings[0], "_objc_getClass"));
@@ -383,7 +385,7 @@ TEST_CASE("-undefined dynamic_lookup: flat-lookup imports (ordinal -2) do not ma
     CHECK(planned.removes(kTorch));
     CHECK(planned.analysis.flat_lookup_imports == 2);  // _at_tensor and _at_empty, each found twice (bind + n_desc)
     std::vector<uint8_t> after = apply_prune(planned.image, planned.scan, planned.plan);
-    verify_prune(planned.image, planned.scan, planned.plan, after);
+    verify_prune(planned.image, planned.scan, planned.plan, after, cross_check_with_lief);
   }
   SUBCASE("chained fixups 0xfe and 0xfffe") {
     for (uint32_t format : {macho::DYLD_CHAINED_IMPORT, macho::DYLD_CHAINED_IMPORT_ADDEND64}) {
@@ -426,7 +428,7 @@ TEST_CASE("prune_macho: per-dylib report of kind, symbols, sources, decision and
                     .dyld_info({{}, bind, {}, {}, {}})
                     .undefined("_malloc", 1)
                     .build();
-  MachORepair repair = prune_macho(image.view(), RepairOptions{});
+  MachORepair repair = prune_macho(image.view(), test::checked());
   REQUIRE(repair.report.slices.size() == 1);
   const SliceReport& slice = repair.report.slices[0];
   CHECK(slice.install_name == "/usr/lib/libme.dylib");
@@ -452,7 +454,7 @@ TEST_CASE("report: inspect says what prune removes (removable) and removes nothi
   CHECK_FALSE(inspected.slices[0].dylibs[1].removed);
   CHECK(inspected.removable_count() == 1);
   CHECK(inspected.removed_count() == 0);
-  MachORepair pruned = prune_macho(image.view(), RepairOptions{});
+  MachORepair pruned = prune_macho(image.view(), test::checked());
   CHECK(pruned.report.slices[0].dylibs[1].removable);
   CHECK(pruned.report.slices[0].dylibs[1].removed);
   CHECK(pruned.report.removed_count() == 1);

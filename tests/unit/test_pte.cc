@@ -19,6 +19,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "tests/support/checked_options.h"
 #include "core/pte.h"
 #include "core/pte_container.h"
 #include "core/pte_layout.h"
@@ -158,7 +159,7 @@ struct Rewrite {
   std::vector<uint8_t> output;
 };
 
-Rewrite rewrite_file(const std::vector<uint8_t>& input, const BlobRewriter& rewriter, RepairOptions options = {}) {
+Rewrite rewrite_file(const std::vector<uint8_t>& input, const BlobRewriter& rewriter, RepairOptions options = test::checked()) {
   TempDir directory;
   write_bytes(directory / "in.pte", input);
   MappedFile mapped(directory / "in.pte");
@@ -174,7 +175,7 @@ Rewrite rewrite_file(const std::vector<uint8_t>& input, const BlobRewriter& rewr
 // the bytes before the segments differ only in renewed keys, patched DataSegment
 // fields and segment_data_size, and padding is zero.
 void check_rewrite(const std::vector<uint8_t>& input, const Rewrite& rewrite, const BlobRewriter& rewriter,
-                   bool renew_hash_keys, const RepairOptions& options = {}) {
+                   bool renew_hash_keys, const RepairOptions& options = test::checked()) {
   Container before = read_container(Bytes(input));
   Container after = read_container(Bytes(rewrite.output));
   REQUIRE(after.segments.size() == before.segments.size());
@@ -269,7 +270,7 @@ Failure repair_failure(const std::vector<uint8_t>& bytes, const BlobRewriter& re
   write_bytes(directory / "in.pte", bytes);
   Failure failure = failure_of([&] {
     MappedFile mapped(directory / "in.pte");
-    repair_pte(mapped, directory / "out.pte", RepairOptions{}, false, rewriter);
+    repair_pte(mapped, directory / "out.pte", test::checked(), false, rewriter);
   });
   CHECK(directory.entries() == std::vector<std::string>{"in.pte"});
   return failure;
@@ -328,7 +329,7 @@ TEST_CASE("sample metal_hashkeys.pte: libomp removed, so key renewed in NamedDat
   REQUIRE(rewrite.output.size() == input.size());
 
   std::vector<uint8_t> old_blob = slice(input, kBlobAt, kBlobSize), new_blob = slice(rewrite.output, kBlobAt, kBlobSize);
-  MachORepair expected = prune_macho(Bytes(old_blob.data(), old_blob.size(), kBlobAt), RepairOptions{});
+  MachORepair expected = prune_macho(Bytes(old_blob.data(), old_blob.size(), kBlobAt), test::checked());
   CHECK(new_blob == expected.output);
   CHECK(new_blob != old_blob);
   std::string old_hash = sha256_hex(Bytes(old_blob)), new_hash = sha256_hex(Bytes(new_blob));
@@ -373,7 +374,7 @@ TEST_CASE("sample metal_methodkeys.pte: libomp removed, keys unchanged, nothing 
   Rewrite rewrite = rewrite_file(input, kPrune);
   REQUIRE(rewrite.output.size() == input.size());
   std::vector<uint8_t> old_blob = slice(input, kBlobAt, kBlobSize), new_blob = slice(rewrite.output, kBlobAt, kBlobSize);
-  CHECK(new_blob == prune_macho(Bytes(old_blob.data(), old_blob.size(), kBlobAt), RepairOptions{}).output);
+  CHECK(new_blob == prune_macho(Bytes(old_blob.data(), old_blob.size(), kBlobAt), test::checked()).output);
   CHECK(new_blob != old_blob);
   for (uint64_t i = 0; i < input.size(); ++i)
     if ((i < kBlobAt || i >= kBlobAt + kBlobSize) && input[i] != rewrite.output[i]) FAIL_CHECK("byte " << hex(i) << " changed");
@@ -400,7 +401,7 @@ TEST_CASE("matrix: every case rewritten as expected and verified byte for byte")
   for (const pte_test::Case& test_case : pte_test::matrix(*blobs)) {
     CAPTURE(test_case.name);
     std::vector<uint8_t> input = pte_test::build(test_case.spec);
-    RepairOptions options;
+    RepairOptions options = test::checked();
     options.sign_unsigned = test_case.sign_unsigned;
     BlobRewriter rewriter = kPrune;
     Rewrite rewrite = rewrite_file(input, rewriter, options);
@@ -601,7 +602,7 @@ TEST_CASE("a dry run reports the changes and writes nothing") {
   TempDir directory;
   write_bytes(directory / "in.pte", input);
   MappedFile mapped(directory / "in.pte");
-  PteReport report = repair_pte(mapped, directory / "out.pte", RepairOptions{}, true, resize_by(300));
+  PteReport report = repair_pte(mapped, directory / "out.pte", test::checked(), true, resize_by(300));
   CHECK(report.changed);
   CHECK(!report.written);
   CHECK(report.output_size > report.file_size);
@@ -614,13 +615,13 @@ TEST_CASE("nothing to change: -o gets an identical copy, in place writes nothing
   TempDir directory;
   write_bytes(directory / "in.pte", input);
   MappedFile mapped(directory / "in.pte");
-  PteReport copy = repair_pte(mapped, directory / "copy.pte", RepairOptions{}, false, unchanged());
+  PteReport copy = repair_pte(mapped, directory / "copy.pte", test::checked(), false, unchanged());
   CHECK(!copy.changed);
   CHECK(copy.written);
   CHECK(pte_test::read_file(directory / "copy.pte") == input);
   struct stat before, after;
   stat((directory / "in.pte").c_str(), &before);
-  PteReport in_place = repair_pte(mapped, directory / "in.pte", RepairOptions{}, false, unchanged());
+  PteReport in_place = repair_pte(mapped, directory / "in.pte", test::checked(), false, unchanged());
   stat((directory / "in.pte").c_str(), &after);
   CHECK(!in_place.written);
   CHECK(before.st_ino == after.st_ino);
@@ -633,7 +634,7 @@ TEST_CASE("in place: the input is replaced by a new file") {
   write_bytes(directory / "model.pte", input);
   {
     MappedFile mapped(directory / "model.pte");
-    PteReport report = repair_pte(mapped, directory / "model.pte", RepairOptions{}, false, resize_by(0));
+    PteReport report = repair_pte(mapped, directory / "model.pte", test::checked(), false, resize_by(0));
     CHECK(report.written);
     CHECK(mapped.bytes().size() == input.size());  // the old inode is still mapped, unchanged
     CHECK(std::memcmp(mapped.bytes().data(), input.data(), input.size()) == 0);
@@ -731,7 +732,7 @@ TEST_CASE("a Mach-O segment that is also the Program's constant segment is refus
   TempDir directory;
   write_bytes(directory / "in.pte", input);
   MappedFile mapped(directory / "in.pte");
-  CHECK_FALSE(repair_pte(mapped, directory / "out.pte", RepairOptions{}, false, unchanged()).changed);
+  CHECK_FALSE(repair_pte(mapped, directory / "out.pte", test::checked(), false, unchanged()).changed);
 }
 
 TEST_CASE("a blob the rewriter rejects: the error names its key and offset, nothing written") {
@@ -809,7 +810,7 @@ TEST_CASE("a failure while writing leaves nothing behind") {
     return resize_by(0)(blob, options);
   };
   MappedFile mapped(path);
-  Failure failure = failure_of([&] { repair_pte(mapped, directory / "out.pte", RepairOptions{}, false, truncating); });
+  Failure failure = failure_of([&] { repair_pte(mapped, directory / "out.pte", test::checked(), false, truncating); });
   CHECK(failure.text.find("the input became shorter") != std::string::npos);
   CHECK(directory.entries() == std::vector<std::string>{"in.pte"});
 }
