@@ -1,4 +1,4 @@
-// Times machofix's code-page hashing (core/sha.cc) over a file, to compare with
+// Times machofix's code-page hashing (core/base/sha.cc) over a file, to compare with
 // `sha256sum` over the same bytes. Run by bench/hash_bench.sh, which builds it.
 //
 //   hash_bench FILE [PAGE_SIZE]
@@ -14,7 +14,7 @@
 #include <cstdlib>
 #include <functional>
 
-#include "core/sha.h"
+#include "core/base/sha.h"
 
 namespace {
 

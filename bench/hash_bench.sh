@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Code-page hashing speed: machofix (core/sha.cc, OpenSSL EVP) against sha256sum
+# Code-page hashing speed: machofix (core/base/sha.cc, OpenSSL EVP) against sha256sum
 # over the same 200 MB file. The requirement: signing a large dylib hashes within
 # 1.2x of sha256sum's time.
 #
@@ -13,8 +13,8 @@ size_mb=${1:-200}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-g++ -std=c++20 -O2 -I"$root" -o "$work/hash_bench" "$root/bench/hash_bench.cc" "$root/core/sha.cc" \
-  "$root/core/bytes.cc" "$root/core/error.cc" -lcrypto -pthread
+g++ -std=c++20 -O2 -I"$root" -o "$work/hash_bench" "$root/bench/hash_bench.cc" "$root/core/base/sha.cc" \
+  "$root/core/base/bytes.cc" "$root/core/base/error.cc" -lcrypto -pthread
 
 head -c "$((size_mb * 1024 * 1024))" /dev/urandom >"$work/blob"
 cat "$work/blob" >/dev/null  # into the page cache for both contenders

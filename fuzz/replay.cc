@@ -128,7 +128,7 @@ int replay_file(const fs::path& path, const std::string& forced_target, const Li
   std::string target = forced_target.empty() ? path.parent_path().filename().string() : forced_target;
   machofix::fuzz::Target run = target == "spin-forever" ? spin_forever : machofix::fuzz::target_named(target);
   if (!run) {
-    if (target == "pte") {  // core/pte.h absent from this build
+    if (target == "pte") {  // core/io/pte.h absent from this build
       std::cout << "replay: " << path.string() << ": skipped, this build has no .pte support\n";
       ++counts.unavailable;
       return 0;

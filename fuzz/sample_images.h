@@ -9,10 +9,10 @@
 #include <utility>
 #include <vector>
 
-#include "core/codesign.h"
-#include "core/macho.h"
-#include "core/macho_format.h"
-#include "core/sha.h"
+#include "core/format/codesign.h"
+#include "core/format/macho.h"
+#include "core/format/macho_format.h"
+#include "core/base/sha.h"
 #include "tests/support/macho_builder.h"
 
 namespace machofix::samples {

@@ -8,22 +8,22 @@
 #include <vector>
 
 #include "tests/support/checked_options.h"
-#include "core/lief_check.h"
-#include "core/codesign.h"
-#include "core/error.h"
-#include "core/fat.h"
-#include "core/imports.h"
-#include "core/job.h"
-#include "core/loader_rules.h"
-#include "core/macho.h"
-#include "core/macho_format.h"
-#include "core/macho_repair.h"
-#include "core/prune.h"
-#include "core/weak_link.h"
+#include "core/lief/lief_check.h"
+#include "core/format/codesign.h"
+#include "core/base/error.h"
+#include "core/format/fat.h"
+#include "core/format/imports.h"
+#include "core/jobs/job.h"
+#include "core/format/loader_rules.h"
+#include "core/format/macho.h"
+#include "core/format/macho_format.h"
+#include "core/rewrite/macho_repair.h"
+#include "core/rewrite/prune.h"
+#include "core/rewrite/weak_link.h"
 
-#if __has_include("core/pte.h")
-#include "core/file_io.h"
-#include "core/pte.h"
+#if __has_include("core/io/pte.h")
+#include "core/io/file_io.h"
+#include "core/io/pte.h"
 #define MACHOFIX_FUZZ_HAS_PTE 1
 #else
 #define MACHOFIX_FUZZ_HAS_PTE 0
@@ -221,7 +221,7 @@ void run_pte(const uint8_t* data, size_t size) {
   });
 }
 #else
-void run_pte(const uint8_t*, size_t) {}  // core/pte.h does not exist yet
+void run_pte(const uint8_t*, size_t) {}  // core/io/pte.h does not exist yet
 #endif
 
 Target target_named(const std::string& name) {

@@ -13,7 +13,7 @@
 #   - machofix verify: every slice's signature valid (unsigned does not count);
 #   - machofix check: no finding; machofix inspect: the same dependencies;
 #   - machofix prune --dry-run: nothing to remove;
-#   - the reader exports the plugin interface (core/lief_plugin_abi.h).
+#   - the reader exports the plugin interface (core/lief/lief_plugin_abi.h).
 # Ends with "N passed, M failed"; exit status 1 if anything failed.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <iostream>
 
-#include "core/lief_check.h"
+#include "core/lief/lief_check.h"
 #include "tool/help.h"
 #include "tool/suggest.h"
 
@@ -17,7 +17,7 @@ namespace {
 // --- options shared by several commands -------------------------------------------
 
 void add_paths(CLI::App* command, Settings& settings, const char* what) {
-  // A path that does not exist is an error of that path alone (core/batch.cc), not
+  // A path that does not exist is an error of that path alone (core/jobs/batch.cc), not
   // of the command line: the other inputs are still processed.
   command->add_option("PATH", settings.paths, std::string(what) + "; - reads one from standard input")->required();
 }

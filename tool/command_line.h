@@ -7,8 +7,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/check.h"
-#include "core/job.h"
+#include "core/jobs/check.h"
+#include "core/jobs/job.h"
 
 namespace machofix::cli {
 

@@ -12,12 +12,12 @@
 #include <map>
 #include <optional>
 
-#include "core/batch.h"
-#include "core/check.h"
-#include "core/contract.h"
-#include "core/error.h"
-#include "core/file_io.h"
-#include "core/job.h"
+#include "core/jobs/batch.h"
+#include "core/jobs/check.h"
+#include "core/jobs/contract.h"
+#include "core/base/error.h"
+#include "core/io/file_io.h"
+#include "core/jobs/job.h"
 #include "tool/command_line.h"
 #include "tool/main.h"
 #include "tool/progress.h"
@@ -171,7 +171,7 @@ int run_verify(const Settings& settings) {
 }
 
 // The contracts that apply to the files checked: --contract's for all, else the
-// machofix.toml found beside each file (core/contract.h), read once each.
+// machofix.toml found beside each file (core/jobs/contract.h), read once each.
 class Contracts {
  public:
   explicit Contracts(const Settings& settings) : settings_(settings) {

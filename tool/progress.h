@@ -1,7 +1,7 @@
 // A one-line progress report on stderr when it is a terminal, nothing in pipes or
 // logs: files and bytes done, for a run expected to take more than about a second
 // (a single large file included: core reports the bytes it copies, compares and
-// writes, core/progress.h).
+// writes, core/base/progress.h).
 #pragma once
 
 #include <atomic>
@@ -12,7 +12,7 @@
 #include <string>
 #include <thread>
 
-#include "core/job.h"
+#include "core/jobs/job.h"
 
 namespace machofix::cli {
 

@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "core/batch.h"
-#include "core/check.h"
-#include "core/job.h"
+#include "core/jobs/batch.h"
+#include "core/jobs/check.h"
+#include "core/jobs/job.h"
 
 namespace machofix::cli {
 

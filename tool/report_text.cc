@@ -41,7 +41,7 @@ const char* to_text(SignatureStatus status) {
   return "?";
 }
 
-// The word core's own messages use too (core/macho.h).
+// The word core's own messages use too (core/format/macho.h).
 const char* to_text(DylibKind kind) { return dylib_kind_name(kind); }
 
 const char* to_text(ContainerKind kind) {

@@ -3,7 +3,7 @@
 // new value without its text does not compile (-Werror=switch).
 #pragma once
 
-#include "core/job.h"
+#include "core/jobs/job.h"
 
 namespace machofix::cli {
 

@@ -1,6 +1,6 @@
 #include "tool/rules.h"
 
-#include "core/util.h"
+#include "core/base/util.h"
 
 namespace machofix::cli {
 

@@ -1,11 +1,11 @@
 // The check rules as text: each rule's stable id, its one-line reason, its help, and
 // for each finding the message and the machofix command that repairs it (if any).
-// core/check.h decides; this only words it (text, JSON and SARIF all use it).
+// core/jobs/check.h decides; this only words it (text, JSON and SARIF all use it).
 #pragma once
 
 #include <string>
 
-#include "core/check.h"
+#include "core/jobs/check.h"
 
 namespace machofix::cli {
 

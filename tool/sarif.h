@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/check.h"
+#include "core/jobs/check.h"
 
 namespace machofix::cli {
 

@@ -44,13 +44,13 @@
 #include <string>
 #include <vector>
 
-#include "core/codesign.h"
-#include "core/macho.h"
+#include "core/format/codesign.h"
+#include "core/format/macho.h"
 #include "fuzz/sample_images.h"
 
-#if __has_include("core/pte.h")
-#include "core/pte.h"
-#include "core/pte_container.h"
+#if __has_include("core/io/pte.h")
+#include "core/io/pte.h"
+#include "core/io/pte_container.h"
 #define BAD_HAVE_PTE 1
 #else
 #define BAD_HAVE_PTE 0
@@ -281,7 +281,7 @@ class Evaluator {
     die("unknown term '" + name + "'");
 #else
     (void)index;
-    die("'" + name + "' needs core/pte.h");
+    die("'" + name + "' needs core/io/pte.h");
 #endif
   }
 

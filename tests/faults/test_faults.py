@@ -5,7 +5,7 @@
 
 For `machofix prune FILE -o OUT` and `machofix prune FILE --in-place`, FILE a dylib
 and (with PTE_WRITER) a .pte, whose copy starts on a thread of its own before its
-blob is rewritten (core/pte_repair.cc, CopyAhead):
+blob is rewritten (core/io/pte_repair.cc, CopyAhead):
   1. no space left on the device (a small tmpfs; needs mount permission, i.e. root:
      skipped with a visible message otherwise);
   2. RLIMIT_FSIZE below the output size, SIGXFSZ ignored, so the write fails with
@@ -15,7 +15,7 @@ blob is rewritten (core/pte_repair.cc, CopyAhead):
      whose copy threads are running, killed as soon as the temporary file appears
      and again once half of it is allocated): the input is
      byte-identical; a temporary file may stay behind, and the next run that writes
-     that target in that directory removes it (core/file_io.cc names temporaries
+     that target in that directory removes it (core/io/file_io.cc names temporaries
      ".<name>.machofix-<pid>-XXXXXX" and removes those of dead pids).
 Every failing run must exit 2 with an error naming the file and the cause, leave no
 OUT, and leave nothing but the input in the directory.

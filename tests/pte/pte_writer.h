@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "core/pte.h"
-#include "core/sha.h"
+#include "core/io/pte.h"
+#include "core/base/sha.h"
 #include "flat_tensor_generated.h"
 #include "program_generated.h"
 

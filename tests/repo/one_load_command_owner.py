@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""One owner for structural load-command edits (issue 13): only core/load_commands.cc
+"""One owner for structural load-command edits (issue 13): only core/rewrite/load_commands.cc
 (LoadCommandList) writes a header's ncmds or sizeofcmds. A write elsewhere, by field
 name (offsetof(MachHeader64, ncmds)) or by its literal offset (16, 20), fails.
 
@@ -9,7 +9,7 @@ import os
 import re
 import sys
 
-OWNER = os.path.join("core", "load_commands.cc")
+OWNER = os.path.join("core", "rewrite", "load_commands.cc")
 # A bounds-checked write (put_u32, put_be32, put, ...) and its offset, the second
 # argument (one level of parentheses allowed: offsetof(T, field)).
 WRITE = re.compile(r"\bput(?:_[a-z]+\d*)?\(\s*[^,()]+,\s*((?:[^,()]|\([^()]*\))+),")

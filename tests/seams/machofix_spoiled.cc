@@ -1,4 +1,4 @@
-// machofix with a spoiler installed in its proof seam (core/proof_seam.h), for
+// machofix with a spoiler installed in its proof seam (core/base/proof_seam.h), for
 // tests/seams/test_proof_steps.py: the command line is machofix's own.
 //
 //   MACHOFIX_SPOIL=STEP@OFFSET[=BYTE] machofix_spoiled COMMAND ...
@@ -16,7 +16,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "core/proof_seam.h"
+#include "core/base/proof_seam.h"
 #include "tool/main.h"
 
 namespace {

@@ -3,7 +3,7 @@
 
 machofix re-reads and proves every rewrite before writing it. A step switched off
 would pass every other test, since correct rewrites pass it anyway; here each step is
-handed wrong bytes through the proof seam (core/proof_seam.h, machofix_spoiled) and
+handed wrong bytes through the proof seam (core/base/proof_seam.h, machofix_spoiled) and
 must refuse the file: exit 2, its own message, nothing written (no output, no
 temporary file left), the input byte-identical, in every mode that runs it. The same
 runs without a spoiled byte must succeed, so it is the spoiled byte that is refused.

@@ -1,10 +1,10 @@
 // RepairOptions as every front end gets them from run_job: LIEF is the second reader
-// of each rewrite (core/second_reader.h). Tests that call the rewriters directly
+// of each rewrite (core/rewrite/second_reader.h). Tests that call the rewriters directly
 // start from these.
 #pragma once
 
-#include "core/lief_check.h"
-#include "core/macho_repair.h"
+#include "core/lief/lief_check.h"
+#include "core/rewrite/macho_repair.h"
 
 namespace machofix::test {
 

@@ -18,7 +18,7 @@
 // bind, export), chained fixups, exports trie, other linkedit_data blobs, symbol
 // table, string table. LC_SYMTAB goes where symtab() was called, or last if symbols
 // were added but symtab() never was; an LC_DYSYMTAB follows it. So built, an image
-// passes the loader's rules (core/loader_rules.h) unless a test breaks one on purpose.
+// passes the loader's rules (core/format/loader_rules.h) unless a test breaks one on purpose.
 //
 // The resulting Image reports the file offset of everything placed (commands, each
 // blob, each nlist entry, each chained import, the data-offset field that points at
@@ -36,9 +36,9 @@
 #include <string>
 #include <vector>
 
-#include "core/bytes.h"
-#include "core/macho_format.h"
-#include "core/macho_structs.h"
+#include "core/base/bytes.h"
+#include "core/format/macho_format.h"
+#include "core/format/macho_structs.h"
 
 namespace machofix::test {
 

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "core/archive.h"
-#include "core/file_io.h"
+#include "core/io/archive.h"
+#include "core/io/file_io.h"
 
 #if defined(__APPLE__)
 #include <xlocale.h>

@@ -2,8 +2,8 @@
 // names the absolute offset, never undefined behaviour.
 #include <doctest/doctest.h>
 
-#include "core/bytes.h"
-#include "core/macho_structs.h"
+#include "core/base/bytes.h"
+#include "core/format/macho_structs.h"
 
 using namespace machofix;
 

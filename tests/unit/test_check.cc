@@ -1,5 +1,5 @@
-// check's rules (core/check.h) on synthetic reports, and the contract file
-// (core/contract.h): what each rule finds, which need a declaration, how a contract
+// check's rules (core/jobs/check.h) on synthetic reports, and the contract file
+// (core/jobs/contract.h): what each rule finds, which need a declaration, how a contract
 // file is read, refused and found.
 #include <doctest/doctest.h>
 
@@ -9,9 +9,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/check.h"
-#include "core/contract.h"
-#include "core/error.h"
+#include "core/jobs/check.h"
+#include "core/jobs/contract.h"
+#include "core/base/error.h"
 
 using namespace machofix;
 

@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "core/codesign.h"
-#include "core/macho_format.h"
-#include "core/sha.h"
+#include "core/format/codesign.h"
+#include "core/format/macho_format.h"
+#include "core/base/sha.h"
 
 using namespace machofix;
 namespace fs = std::filesystem;

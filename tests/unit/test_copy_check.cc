@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "core/copy_check.h"
-#include "core/error.h"
+#include "core/io/copy_check.h"
+#include "core/base/error.h"
 
 using namespace machofix;
 namespace fs = std::filesystem;

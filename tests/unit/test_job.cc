@@ -1,4 +1,4 @@
-// run_job (core/job.h), the entry point of every front end, as a library user meets
+// run_job (core/jobs/job.h), the entry point of every front end, as a library user meets
 // it: the command line's batch layer resolves the paths it is given before calling
 // it, a program linking machofix_core does not.
 #include <doctest/doctest.h>
@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "tests/support/checked_options.h"
-#include "core/job.h"
-#include "core/macho_format.h"
-#include "core/macho_repair.h"
+#include "core/jobs/job.h"
+#include "core/format/macho_format.h"
+#include "core/rewrite/macho_repair.h"
 #include "tests/support/macho_builder.h"
 
 using namespace machofix;

@@ -3,11 +3,11 @@
 // images (tests/support/macho_builder.h) read by the real parser.
 #include <doctest/doctest.h>
 
-#include "core/edit.h"
-#include "core/load_commands.h"
-#include "core/macho.h"
-#include "core/macho_format.h"
-#include "core/macho_structs.h"
+#include "core/rewrite/edit.h"
+#include "core/rewrite/load_commands.h"
+#include "core/format/macho.h"
+#include "core/format/macho_format.h"
+#include "core/format/macho_structs.h"
 #include "tests/support/macho_builder.h"
 
 using namespace machofix;

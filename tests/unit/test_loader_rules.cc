@@ -1,4 +1,4 @@
-// The loader's rules (core/loader_rules.h, docs/loader-rules.md): one crafted file
+// The loader's rules (core/format/loader_rules.h, docs/loader-rules.md): one crafted file
 // per rule, each breaking exactly that rule at a known offset; the SDK gates dyld
 // applies; the rule list in the docs; and machofix refusing an input that breaks a
 // rule, and an output that would.
@@ -14,13 +14,13 @@
 #include <vector>
 
 #include "tests/support/checked_options.h"
-#include "core/fat.h"
-#include "core/file_io.h"
-#include "core/loader_rules.h"
-#include "core/macho_format.h"
-#include "core/macho_repair.h"
-#include "core/pte.h"
-#include "core/pte_container.h"
+#include "core/format/fat.h"
+#include "core/io/file_io.h"
+#include "core/format/loader_rules.h"
+#include "core/format/macho_format.h"
+#include "core/rewrite/macho_repair.h"
+#include "core/io/pte.h"
+#include "core/io/pte_container.h"
 #include "fuzz/sample_images.h"
 #include "tests/support/macho_builder.h"
 

@@ -9,13 +9,13 @@
 #include <optional>
 
 #include "tests/support/checked_options.h"
-#include "core/lief_check.h"
-#include "core/imports.h"
-#include "core/macho.h"
-#include "core/macho_format.h"
-#include "core/macho_structs.h"
-#include "core/macho_repair.h"
-#include "core/prune.h"
+#include "core/lief/lief_check.h"
+#include "core/format/imports.h"
+#include "core/format/macho.h"
+#include "core/format/macho_format.h"
+#include "core/format/macho_structs.h"
+#include "core/rewrite/macho_repair.h"
+#include "core/rewrite/prune.h"
 #include "fuzz/sample_images.h"
 #include "tests/support/macho_builder.h"
 
@@ -735,7 +735,7 @@ TEST_CASE("exports trie: a very deep trie is walked without recursion") {
   CHECK(outcome.ok);
 }
 
-// Regression test, formerly a bug (core/imports.cc, Scanner::scan_trie / read_terminal): a terminal's
+// Regression test, formerly a bug (core/format/imports.cc, Scanner::scan_trie / read_terminal): a terminal's
 // contents are read without checking that they end inside its declared size. Here
 // the root's terminal size is 1 (just the flags), but flags 0x08 make the scanner
 // read a re-export ordinal at byte 2 and a name at byte 3: the very bytes that, by
@@ -764,7 +764,7 @@ TEST_CASE("sizeofcmds covering zero padding after the last command is accepted a
   CHECK(outcome.ok);
 }
 
-// Regression test, formerly a bug (core/macho.cc, Reader::read_header/read_commands; core/prune.cc,
+// Regression test, formerly a bug (core/format/macho.cc, Reader::read_header/read_commands; core/rewrite/prune.cc,
 // remove_commands): sizeofcmds may be larger than the load commands and reach into
 // section or LINKEDIT data. remove_commands() then zero-fills the whole sizeofcmds
 // area after the kept commands, wiping that data. verify_prune() catches it, but
@@ -778,7 +778,7 @@ TEST_CASE("sizeofcmds reaching into section data is an error naming sizeofcmds")
   CHECK_MALFORMED(image.bytes, 20, "sizeofcmds");
 }
 
-// Regression test, formerly a bug (core/macho.cc, Reader::read_symtab / range_at): LINKEDIT ranges are
+// Regression test, formerly a bug (core/format/macho.cc, Reader::read_symtab / range_at): LINKEDIT ranges are
 // checked against the end of the file only, not against the load-command area. A
 // string table (or symbol table, bind stream, ...) that overlaps the load commands
 // is accepted; pruning shifts the commands under it and verify_prune then fails
@@ -804,7 +804,7 @@ TEST_CASE("a string table overlapping the symbol table is an error") {
   CHECK_MALFORMED(image.bytes, symtab + 16, "string table");
 }
 
-// Regression test, formerly a bug (core/imports.cc, Scanner::scan_chained_fixups): imports_offset may point
+// Regression test, formerly a bug (core/format/imports.cc, Scanner::scan_chained_fixups): imports_offset may point
 // into the chained fixups header itself; an "import" then overlays imports_count,
 // and renumbering its "ordinal" rewrites the count. verify_prune catches it without
 // an offset ("the number of imports changed from 7 to 6"). Expected: an Error at

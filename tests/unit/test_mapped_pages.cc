@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "core/file_io.h"
-#include "core/mapped_pages.h"
-#include "core/sha.h"
+#include "core/io/file_io.h"
+#include "core/base/mapped_pages.h"
+#include "core/base/sha.h"
 
 using namespace machofix;
 

@@ -13,13 +13,13 @@
 #include <type_traits>
 
 #include "tests/support/checked_options.h"
-#include "core/lief_check.h"
-#include "core/imports.h"
-#include "core/macho.h"
-#include "core/macho_format.h"
-#include "core/macho_structs.h"
-#include "core/macho_repair.h"
-#include "core/prune.h"
+#include "core/lief/lief_check.h"
+#include "core/format/imports.h"
+#include "core/format/macho.h"
+#include "core/format/macho_format.h"
+#include "core/format/macho_structs.h"
+#include "core/rewrite/macho_repair.h"
+#include "core/rewrite/prune.h"
 #include "tests/support/macho_builder.h"
 
 using namespace machofix;
@@ -419,7 +419,7 @@ TEST_CASE("chained fixups format 3: an ordinal above 255 is written in both byte
   CHECK(reread.imports[2].ordinal == 253);
 }
 
-// Regression test, formerly a limitation (core/lief_check.cc, compare_commands): LIEF 0.9 parses at most 255
+// Regression test, formerly a limitation (core/lief/lief_check.cc, compare_commands): LIEF 0.9 parses at most 255
 // load commands, so cross_check_with_lief() rejects every file with more ("LIEF sees
 // fewer load commands") and such files can never be pruned. Expected to fail until
 // the cross-check compares only what LIEF read (or is skipped with a note) there.
@@ -692,7 +692,7 @@ TEST_CASE("prune_macho: an unsigned x86_64 slice gets no signature warning") {
   CHECK(repair.report.removed_count() == 1);
 }
 
-// Regression test, formerly a bug (core/prune.cc, analyze() line ~40 and apply_prune() line ~173): analyze()
+// Regression test, formerly a bug (core/rewrite/prune.cc, analyze() line ~40 and apply_prune() line ~173): analyze()
 // marks a dylib used only through imports (a DO_BIND after the ordinal), but
 // scan_imports() records an ordinal site for every SET_DYLIB_ORDINAL opcode. An
 // ordinal that is set and then overridden (or followed by DONE) before any bind is

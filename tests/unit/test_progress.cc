@@ -1,5 +1,5 @@
 // Progress: when the line appears (tool/progress.h) and how core counts the bytes
-// of one file (core/progress.h).
+// of one file (core/base/progress.h).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/progress.h"
+#include "core/base/progress.h"
 #include "tool/progress.h"
 
 using namespace machofix;

@@ -4,12 +4,12 @@
 #include <doctest/doctest.h>
 
 #include "tests/support/checked_options.h"
-#include "core/lief_check.h"
-#include "core/imports.h"
-#include "core/macho.h"
-#include "core/macho_format.h"
-#include "core/macho_repair.h"
-#include "core/prune.h"
+#include "core/lief/lief_check.h"
+#include "core/format/imports.h"
+#include "core/format/macho.h"
+#include "core/format/macho_format.h"
+#include "core/rewrite/macho_repair.h"
+#include "core/rewrite/prune.h"
 #include "tests/support/macho_builder.h"
 
 using namespace machofix;

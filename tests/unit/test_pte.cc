@@ -20,10 +20,10 @@
 #include <iterator>
 
 #include "tests/support/checked_options.h"
-#include "core/pte.h"
-#include "core/pte_container.h"
-#include "core/pte_layout.h"
-#include "core/sha.h"
+#include "core/io/pte.h"
+#include "core/io/pte_container.h"
+#include "core/io/pte_layout.h"
+#include "core/base/sha.h"
 #include "tests/pte/pte_writer.h"
 
 using namespace machofix;

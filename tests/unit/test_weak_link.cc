@@ -1,4 +1,4 @@
-// core/weak_link.h on built images: the exact bytes apply_weak_link writes (the input
+// core/rewrite/weak_link.h on built images: the exact bytes apply_weak_link writes (the input
 // with the command word and each weak bit set at the offsets the builder reported,
 // nothing else), the plan's refusals and no-ops, and verify_weak_link refusing an
 // output that misses one site or changes anything else.
@@ -6,14 +6,14 @@
 // -weak_library.
 #include <doctest/doctest.h>
 
-#include "core/lief_check.h"
-#include "core/edit.h"
-#include "core/error.h"
-#include "core/imports.h"
-#include "core/macho.h"
-#include "core/macho_format.h"
-#include "core/macho_structs.h"
-#include "core/weak_link.h"
+#include "core/lief/lief_check.h"
+#include "core/rewrite/edit.h"
+#include "core/base/error.h"
+#include "core/format/imports.h"
+#include "core/format/macho.h"
+#include "core/format/macho_format.h"
+#include "core/format/macho_structs.h"
+#include "core/rewrite/weak_link.h"
 #include "tests/support/macho_builder.h"
 
 using namespace machofix;

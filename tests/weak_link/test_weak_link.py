@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference test of core/weak_link.h: a weak link made after linking must equal the
+"""Reference test of core/rewrite/weak_link.h: a weak link made after linking must equal the
 linker's own -weak_library.
 
     test_weak_link.py WEAK_LINK_DRIVER WORKDIR

@@ -1,4 +1,4 @@
-// Test driver for core/weak_link.h: plan, apply and verify a weak link of the
+// Test driver for core/rewrite/weak_link.h: plan, apply and verify a weak link of the
 // dependencies the globs name, on one thin Mach-O file, the way `edit --weak-link`
 // will; no re-signing (the reference test compares everything but the signature).
 //
@@ -12,11 +12,11 @@
 #include <iostream>
 #include <iterator>
 
-#include "core/lief_check.h"
-#include "core/error.h"
-#include "core/imports.h"
-#include "core/macho.h"
-#include "core/weak_link.h"
+#include "core/lief/lief_check.h"
+#include "core/base/error.h"
+#include "core/format/imports.h"
+#include "core/format/macho.h"
+#include "core/rewrite/weak_link.h"
 
 using namespace machofix;
 

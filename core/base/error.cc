@@ -1,0 +1,25 @@
+#include "core/base/error.h"
+
+#include <cstdio>
+
+namespace machofix {
+
+std::string hex(uint64_t value) {
+  char text[24];
+  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+std::string Error::describe() const {
+  std::string out;
+  if (!file_.empty()) out += file_ + ": ";
+  if (!part_.empty()) out += part_ + ": ";
+  if (offset_) out += "offset " + hex(*offset_) + ": ";
+  return out + what_;
+}
+
+void fail(const std::string& problem) { throw Error(problem); }
+
+void fail_at(uint64_t offset, const std::string& problem) { throw Error(problem, offset); }
+
+}  // namespace machofix

@@ -1,0 +1,170 @@
+#include "core/base/sha.h"
+
+#include "core/base/mapped_pages.h"
+#include "core/base/progress.h"
+#include "core/base/util.h"
+
+#if defined(__APPLE__)
+// macOS: CommonCrypto, part of libSystem, so there is no crypto library to ship.
+#include <CommonCrypto/CommonDigest.h>
+#else
+// OpenSSL 3 marks the per-algorithm functions deprecated in favour of EVP, but EVP
+// first initialises the provider machinery: 1.5 ms per process, more than hashing
+// a 1 MB file takes (`machofix verify` is measured against sha256sum, which starts
+// in 2 ms). These functions run the same assembly (SHA-NI where present) at the
+// same speed (bench/hash_bench.sh), with no set-up at all. (The one-shot SHA256()
+// goes through EVP, hence Init/Update/Final.)
+#define OPENSSL_SUPPRESS_DEPRECATED
+#include <openssl/sha.h>
+#endif
+
+#include <algorithm>
+#include <exception>
+#include <thread>
+
+namespace machofix {
+
+namespace {
+
+void check_hash_type(uint8_t hash_type) {
+  if (stored_hash_size(hash_type) == 0) fail("unknown code signature hash type " + std::to_string(hash_type));
+}
+
+// The digest of data[0, size) into `out` (the hash type's full digest); false if the
+// library failed. Init/Update/Final of one algorithm, with the library's types.
+template <typename Context, typename Length, typename Init, typename Update, typename Final>
+bool digest_with(const uint8_t* data, size_t size, uint8_t* out, Init init, Update update, Final final) {
+  // CommonCrypto takes 32-bit lengths: a larger input goes in parts.
+  constexpr size_t kPart = size_t{1} << 30;
+  Context context;
+  if (init(&context) != 1) return false;
+  do {
+    size_t part = std::min(size, kPart);
+    if (update(&context, data, static_cast<Length>(part)) != 1) return false;
+    data += part, size -= part;
+  } while (size > 0);
+  return final(out, &context) == 1;
+}
+
+bool digest(uint8_t hash_type, const uint8_t* data, size_t size, uint8_t* out) {
+#if defined(__APPLE__)
+  if (hash_type == kHashSha1)
+    return digest_with<CC_SHA1_CTX, CC_LONG>(data, size, out, CC_SHA1_Init, CC_SHA1_Update, CC_SHA1_Final);
+  if (hash_type == kHashSha384)
+    return digest_with<CC_SHA512_CTX, CC_LONG>(data, size, out, CC_SHA384_Init, CC_SHA384_Update, CC_SHA384_Final);
+  return digest_with<CC_SHA256_CTX, CC_LONG>(data, size, out, CC_SHA256_Init, CC_SHA256_Update, CC_SHA256_Final);
+#else
+  if (hash_type == kHashSha1) return digest_with<SHA_CTX, size_t>(data, size, out, SHA1_Init, SHA1_Update, SHA1_Final);
+  if (hash_type == kHashSha384)
+    return digest_with<SHA512_CTX, size_t>(data, size, out, SHA384_Init, SHA384_Update, SHA384_Final);
+  return digest_with<SHA256_CTX, size_t>(data, size, out, SHA256_Init, SHA256_Update, SHA256_Final);
+#endif
+}
+
+// Below this many pages a second thread costs more than it saves.
+constexpr uint64_t kPagesPerThreadMinimum = 256;
+
+// Pages hashed: `progress`, if any, hears of them, and a mapped input lets go of them
+// (core/base/mapped_pages.h), so that hashing a large file costs no memory for it.
+void done_with(const Bytes& code, uint64_t offset, uint64_t length, ProgressMeter* progress) {
+  if (length == 0) return;
+  release_mapped_pages(code.data() + offset, length);
+  if (progress) progress->add(length);
+}
+
+// Reports and releases every kPagesPerReport pages.
+void hash_page_range(const Bytes& code, uint64_t page_size, uint8_t hash_type, uint64_t first, uint64_t end,
+                     std::vector<uint8_t>& out, ProgressMeter* progress) {
+  constexpr uint64_t kPagesPerReport = 64;
+  Hasher hasher(hash_type);
+  if (first >= end) return;
+  uint64_t pending_from = first * page_size;  // hashed, not yet reported nor released
+  for (uint64_t page = first; page < end; ++page) {
+    uint64_t start = page * page_size;
+    uint64_t length = std::min(page_size, code.size() - start);
+    hasher.hash(code.sub(start, length, "code page"), out.data() + page * hasher.size());
+    if ((page - first) % kPagesPerReport == kPagesPerReport - 1) {
+      done_with(code, pending_from, start + length - pending_from, progress);
+      pending_from = start + length;
+    }
+  }
+  done_with(code, pending_from, std::min(end * page_size, code.size()) - pending_from, progress);
+}
+
+}  // namespace
+
+uint8_t stored_hash_size(uint8_t hash_type) {
+  switch (hash_type) {
+    case kHashSha1: return 20;
+    case kHashSha256: return 32;
+    case kHashSha256Truncated: return 20;
+    case kHashSha384: return 48;
+  }
+  return 0;
+}
+
+std::string hash_type_name(uint8_t hash_type) {
+  switch (hash_type) {
+    case kHashSha1: return "sha1";
+    case kHashSha256: return "sha256";
+    case kHashSha256Truncated: return "sha256-truncated";
+    case kHashSha384: return "sha384";
+  }
+  return "hash type " + std::to_string(hash_type);
+}
+
+Hasher::Hasher(uint8_t hash_type) : hash_type_(hash_type), size_(stored_hash_size(hash_type)) {
+  check_hash_type(hash_type);
+}
+
+void Hasher::hash(const Bytes& data, uint8_t* out) {
+  uint8_t full[kMaxHashSize];
+  if (!digest(hash_type_, data.data(), data.size(), full)) fail("the " + hash_type_name(hash_type_) + " digest failed");
+  std::copy(full, full + size_, out);  // SHA-256 truncated keeps the first 20 bytes
+}
+
+std::vector<uint8_t> Hasher::hash(const Bytes& data) {
+  std::vector<uint8_t> out(size_);
+  hash(data, out.data());
+  return out;
+}
+
+std::vector<uint8_t> hash_pages(const Bytes& code, uint64_t page_size, uint8_t hash_type, unsigned threads) {
+  if (page_size == 0) fail("internal error: page size 0");
+  uint64_t pages = page_count(code.size(), page_size);
+  std::vector<uint8_t> out(pages * stored_hash_size(hash_type));
+  ProgressMeter* progress = ProgressScope::current();  // the second thread has none of its own
+  bool two_threads = threads == 0 ? pages >= 2 * kPagesPerThreadMinimum && std::thread::hardware_concurrency() >= 2
+                                  : threads >= 2 && pages >= 2;
+  if (!two_threads) {
+    hash_page_range(code, page_size, hash_type, 0, pages, out, progress);
+    return out;
+  }
+  // Each thread writes its own slots of `out`; no page is shared.
+  uint64_t middle = pages / 2;
+  std::exception_ptr second_failure;
+  std::thread second([&] {
+    try {
+      hash_page_range(code, page_size, hash_type, middle, pages, out, progress);
+    } catch (...) {
+      second_failure = std::current_exception();
+    }
+  });
+  std::exception_ptr first_failure;
+  try {
+    hash_page_range(code, page_size, hash_type, 0, middle, out, progress);
+  } catch (...) {
+    first_failure = std::current_exception();
+  }
+  second.join();
+  if (first_failure) std::rethrow_exception(first_failure);
+  if (second_failure) std::rethrow_exception(second_failure);
+  return out;
+}
+
+std::string sha256_hex(const Bytes& bytes) {
+  std::vector<uint8_t> digest = Hasher(kHashSha256).hash(bytes);
+  return hex_bytes(digest.data(), digest.size());
+}
+
+}  // namespace machofix

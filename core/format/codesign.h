@@ -1,0 +1,125 @@
+// Embedded code signatures (LC_CODE_SIGNATURE): read, verify, renew, add.
+//
+// See shared/spec/codesign.md. A renewal keeps the existing structure (blobs, order,
+// identifier, flags, hash types, page size) and recomputes only hashes, so re-signing
+// a valid file changes nothing.
+//
+// The on-disk structures are declared in core/format/codesign_format.h. One file per job:
+// codesign_read.cc reads a signature and applies the kernel's structural checks,
+// codesign_verify.cc checks every hash, codesign_write.cc builds and writes
+// signatures, codesign_attach.cc makes room in a Mach-O for a new one.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/format/codesign_format.h"
+#include "core/format/macho.h"
+
+namespace machofix {
+
+// A CodeDirectory as read (its on-disk form: cs::CodeDirectoryHeader).
+struct CodeDirectory {
+  uint32_t slot = 0;    // 0 or 0x1000-0x1004
+  uint64_t offset = 0;  // from the start of the SuperBlob
+  uint32_t length = 0;
+  uint32_t version = 0;
+  uint32_t flags = 0;
+  uint32_t hash_offset = 0;
+  uint32_t ident_offset = 0;
+  uint32_t special_slots = 0;
+  uint32_t code_slots = 0;
+  uint64_t code_limit = 0;  // codeLimit64 when set
+  uint8_t hash_size = 0;
+  uint8_t hash_type = 0;
+  uint8_t page_size_log2 = 0;
+  std::string identifier;
+  std::string team_id;
+  uint64_t exec_seg_base = 0, exec_seg_limit = 0, exec_seg_flags = 0;
+  // Added by the implementation:
+  uint32_t fixed_size = 0;     // bytes of the fixed header this version has (44..108)
+  uint32_t team_offset = 0;    // 0: no team id
+  bool code_limit_64 = false;  // codeLimit64 holds the limit (codeLimit is 0)
+
+  uint64_t page_size() const { return uint64_t(1) << page_size_log2; }
+  std::string name() const;  // "CodeDirectory sha256"
+};
+
+struct SignatureBlob {
+  uint32_t slot = 0;
+  uint32_t magic = 0;
+  uint64_t offset = 0;  // from the start of the SuperBlob
+  uint32_t length = 0;
+};
+
+struct CodeSignature {
+  uint64_t offset = 0;  // LC_CODE_SIGNATURE dataoff, from the start of the slice
+  uint64_t size = 0;    // datasize
+  uint32_t length = 0;  // SuperBlob length
+  std::vector<SignatureBlob> blobs;
+  std::vector<CodeDirectory> code_directories;  // slot 0 first, then in SuperBlob order
+  bool has_cms = false;                         // a CMS wrapper blob is present
+  bool has_identity = false;                    // the CMS wrapper is not empty: signed by a certificate
+
+  bool linker_signed() const;
+  std::string style() const;  // "linker-signed (lld)", "linker-signed (ld64)", "ad hoc (codesign)", "identity (CMS)"
+  std::string identifier() const;
+  std::vector<std::string> hash_type_names() const;
+  uint32_t page_size() const;
+  // Added by the implementation:
+  const CodeDirectory& primary() const { return code_directories.front(); }  // slot 0
+  const SignatureBlob* blob_in_slot(uint32_t slot) const;
+};
+
+// nullopt for an unsigned slice; an Error (with offset) for a malformed signature.
+std::optional<CodeSignature> read_code_signature(const MachO& image);
+
+// verify_code_signature's full answer: `problems` make the signature invalid;
+// `notes` are what cannot be checked here and does not make it invalid (hashes of
+// an Info.plist or of bundle resources, which live outside the Mach-O file; the CMS
+// signature of an identity).
+struct SignatureCheck {
+  std::vector<std::string> problems;
+  std::vector<std::string> notes;
+  // Where problems.front() is, as an absolute file offset: the first wrong page, the
+  // blob of a wrong special slot, the malformed field. Unset when there is no problem.
+  std::optional<uint64_t> first_problem_at;
+};
+SignatureCheck check_code_signature(const MachO& image);
+
+// Problems with the signature: every mismatching code page and special slot,
+// codeLimit, placement. Empty means valid. An unsigned slice gives {"not signed"}.
+// A malformed signature is reported as one problem (Error::describe(), with its
+// offset), not thrown. Runs of mismatching pages are listed up to a limit per
+// CodeDirectory, then counted.
+std::vector<std::string> verify_code_signature(const MachO& image);
+
+// Recomputes every hash of the existing signature in `slice` (code pages, special
+// slots of the blobs that are kept), in place. Refuses identity signatures.
+// codeLimit is set to the signature's offset; if that changes the number of pages
+// the CodeDirectory would have to grow, which this refuses (an Error).
+void renew_code_signature(std::vector<uint8_t>& slice, uint64_t file_offset);
+
+// Replaces an identity signature with an ad hoc one in the same space (--adhoc):
+// codesign's layout (CodeDirectories with CS_ADHOC and no team id, an empty
+// Requirements set, entitlements and other blobs kept, an empty CMS wrapper),
+// zero-padded to the old datasize. An Error if it does not fit.
+void replace_with_adhoc_signature(std::vector<uint8_t>& slice, uint64_t file_offset);
+
+// For --resign-invalid on a signature too malformed to read (so it cannot be renewed
+// in its own structure): removes LC_CODE_SIGNATURE and the signature at the end of
+// __LINKEDIT, then adds a linker-style ad hoc one (add_adhoc_signature). Returns the
+// new slice; an Error when the signature is not the last thing in the slice.
+std::vector<uint8_t> replace_unreadable_signature(const MachO& image, const std::string& identifier);
+
+// Adds a linker-style ad hoc signature (SHA-256, 4096-byte pages) to an unsigned
+// slice: grows __LINKEDIT and adds LC_CODE_SIGNATURE. Returns the new, larger slice.
+// The signature is the one ld64.lld writes, byte for byte, for the same layout.
+std::vector<uint8_t> add_adhoc_signature(const MachO& image, const std::string& identifier);
+
+// The identifier `sign` uses on an unsigned file: the install name's leaf, else the file name.
+std::string default_identifier(const MachO& image, const std::string& file_name);
+
+}  // namespace machofix

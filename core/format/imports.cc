@@ -1,0 +1,356 @@
+#include "core/format/imports.h"
+
+#include "core/format/macho_format.h"
+#include "core/format/macho_structs.h"
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+namespace machofix {
+
+using namespace macho;
+
+const char* import_source_name(ImportSource source) {
+  switch (source) {
+    case ImportSource::Symtab: return "symtab";
+    case ImportSource::Bind: return "bind";
+    case ImportSource::LazyBind: return "lazy-bind";
+    case ImportSource::ChainedFixups: return "chained-fixups";
+    case ImportSource::ExportsTrie: return "reexport";
+  }
+  return "?";
+}
+
+std::string resolve_ordinal(const MachO& image, int ordinal) {
+  switch (ordinal) {
+    case BIND_SPECIAL_DYLIB_SELF: return "self";
+    case BIND_SPECIAL_DYLIB_MAIN_EXECUTABLE: return "main-executable";
+    case BIND_SPECIAL_DYLIB_FLAT_LOOKUP: return "flat-lookup";
+    case BIND_SPECIAL_DYLIB_WEAK_LOOKUP: return "weak-lookup";
+  }
+  if (ordinal > 0 && static_cast<size_t>(ordinal) <= image.dylibs.size()) return image.dylibs[ordinal - 1].install_name;
+  return "ordinal " + std::to_string(ordinal);
+}
+
+namespace {
+
+// Symbol names are read from the file as views, but each one costs a scan for its
+// NUL, and a hostile file can name one huge string a million times (n_strx pointing
+// at a long string, a deep exports trie, ...). The bytes of names taken, summed, may
+// not exceed this budget, far above what any real file needs.
+uint64_t name_budget(const MachO& image) { return std::max<uint64_t>(64ull << 20, 8 * image.bytes.size()); }
+
+class Scanner {
+ public:
+  explicit Scanner(const MachO& image) : image_(image), name_budget_(name_budget(image)) {}
+
+  ImportScan scan() {
+    if (image_.symtab.present) scan_symtab();
+    if (image_.dyld_info.present) {
+      scan_binds(image_.dyld_info.bind, ImportSource::Bind);
+      scan_binds(image_.dyld_info.lazy_bind, ImportSource::LazyBind);
+      scan_trie(image_.dyld_info.exports);
+    }
+    if (image_.chained_fixups.present) scan_chained_fixups();
+    if (image_.exports_trie.present) scan_trie(image_.exports_trie);
+    return std::move(result_);
+  }
+
+ private:
+  // An ordinal naming a dylib that does not exist is malformed (dyld refuses it too).
+  void check_ordinal(int ordinal, uint64_t offset) {
+    if (!image_.two_level()) return;  // flat namespace: ordinals carry no meaning
+    if (ordinal < BIND_SPECIAL_DYLIB_WEAK_LOOKUP)
+      image_.bytes.fail_here(offset, "unknown special library ordinal " + std::to_string(ordinal));
+    if (ordinal > static_cast<int>(image_.dylibs.size()))
+      image_.bytes.fail_here(offset, "library ordinal " + std::to_string(ordinal) + " is beyond the " +
+                                         std::to_string(image_.dylibs.size()) + " dependent dylibs");
+  }
+
+  void add_site(ImportSource source, SiteEncoding encoding, uint64_t offset, uint64_t length, int ordinal) {
+    check_ordinal(ordinal, offset);
+    result_.sites.push_back({source, encoding, offset, static_cast<uint32_t>(length), ordinal});
+  }
+
+  void scan_symtab() {
+    const Symtab& symtab = image_.symtab;
+    Bytes strings = image_.bytes.sub(symtab.strings_offset, symtab.strings_size, "string table");
+    for (uint64_t index = 0; index < symtab.symbol_count; ++index) {
+      uint64_t at = symtab.symbols_offset + index * sizeof(Nlist64);
+      uint8_t type = image_.bytes.u8(at + offsetof(Nlist64, n_type), "n_type");
+      uint16_t desc = image_.bytes.u16(at + offsetof(Nlist64, n_desc), "n_desc");
+      uint64_t value = image_.bytes.u64(at + offsetof(Nlist64, n_value), "n_value");
+      if (type & N_STAB || !(type & N_EXT)) continue;
+      uint8_t kind = type & N_TYPE;
+      // An undefined symbol with a value is a common symbol: n_desc then holds an alignment.
+      if (!(kind == N_UNDF && value == 0) && kind != N_PBUD) continue;
+      uint32_t name_index = image_.bytes.u32(at + offsetof(Nlist64, n_strx), "n_strx");
+      if (name_index >= strings.size())
+        image_.bytes.fail_here(at, "symbol " + std::to_string(index) + ": name index " + std::to_string(name_index) +
+                                       " is outside the string table");
+      int ordinal = ndesc_ordinal(desc);
+      // The ordinal is n_desc's high byte (little-endian: the second of its two).
+      add_site(ImportSource::Symtab, SiteEncoding::NDescHighByte, at + offsetof(Nlist64, n_desc) + 1, 1, ordinal);
+      bool weak_ref = desc & N_WEAK_REF;
+      std::string_view name = take_name(strings.cstr(name_index, "symbol name"), at);
+      result_.imports.push_back({ImportSource::Symtab, name, ordinal, weak_ref});
+      // N_WEAK_REF lies in n_desc's low byte (little-endian: the first of its two).
+      result_.weak_marks.push_back({ImportSource::Symtab, at + offsetof(Nlist64, n_desc), static_cast<uint8_t>(N_WEAK_REF), ordinal,
+                                    name, weak_ref});
+    }
+  }
+
+  void scan_binds(const DataRange& range, ImportSource source) {
+    Bytes stream = image_.bytes.sub(range.offset, range.size, "bind opcodes");
+    Cursor cursor(stream);
+    int ordinal = 0;
+    std::string_view symbol;
+    uint64_t symbol_opcode = 0;  // slice offset of the SET_SYMBOL_TRAILING_FLAGS_IMM in force
+    bool weak = false;
+    bool lazy = source == ImportSource::LazyBind;
+    BindState state{source, symbol, symbol_opcode, ordinal, weak};
+    while (!cursor.at_end()) {
+      uint64_t at = cursor.position();
+      uint8_t byte = cursor.u8("bind opcode");
+      uint8_t immediate = byte & BIND_IMMEDIATE_MASK;
+      switch (byte & BIND_OPCODE_MASK) {
+        case BIND_OPCODE_DONE:
+          if (!lazy) return;
+          // Each lazy-bind entry is entered on its own from the stub helper, with fresh state.
+          ordinal = 0, symbol = {}, weak = false;
+          break;
+        case BIND_OPCODE_SET_DYLIB_ORDINAL_IMM:
+          ordinal = immediate;
+          add_site(source, SiteEncoding::OpcodeImm, range.offset + at, 1, ordinal);
+          break;
+        case BIND_OPCODE_SET_DYLIB_ORDINAL_ULEB: {
+          Leb leb = cursor.uleb("library ordinal");
+          if (leb.value > 0xffff) stream.fail_here(at + 1, "library ordinal " + std::to_string(leb.value) + " is too large");
+          ordinal = static_cast<int>(leb.value);
+          add_site(source, SiteEncoding::OpcodeUleb, range.offset + at + 1, leb.length, ordinal);
+          break;
+        }
+        case BIND_OPCODE_SET_DYLIB_SPECIAL_IMM:
+          // The immediate is a sign-extended 4-bit number: 0xd is -3, 0xe is -2, 0xf is -1.
+          ordinal = immediate == 0 ? 0 : static_cast<int8_t>(BIND_OPCODE_MASK | immediate);
+          add_site(source, SiteEncoding::OpcodeSpecial, range.offset + at, 1, ordinal);
+          break;
+        case BIND_OPCODE_SET_SYMBOL_TRAILING_FLAGS_IMM:
+          symbol_opcode = range.offset + at;
+          symbol = take_name(cursor.cstr("bind symbol name"), stream.base() - image_.bytes.base() + at);
+          weak = immediate & BIND_SYMBOL_FLAGS_WEAK_IMPORT;
+          break;
+        case BIND_OPCODE_SET_TYPE_IMM:
+          break;
+        case BIND_OPCODE_SET_ADDEND_SLEB:
+          cursor.sleb("bind addend");
+          break;
+        case BIND_OPCODE_SET_SEGMENT_AND_OFFSET_ULEB:
+        case BIND_OPCODE_ADD_ADDR_ULEB:
+          cursor.uleb("bind address");
+          break;
+        case BIND_OPCODE_DO_BIND_ULEB_TIMES_SKIPPING_ULEB:
+          cursor.uleb("bind count");
+          cursor.uleb("bind skip");
+          add_import(stream, at, state);
+          break;
+        case BIND_OPCODE_DO_BIND_ADD_ADDR_ULEB:
+          cursor.uleb("bind address");
+          add_import(stream, at, state);
+          break;
+        case BIND_OPCODE_DO_BIND:
+        case BIND_OPCODE_DO_BIND_ADD_ADDR_IMM_SCALED:
+          add_import(stream, at, state);
+          break;
+        case BIND_OPCODE_THREADED:
+          if (immediate == BIND_SUBOPCODE_THREADED_SET_BIND_ORDINAL_TABLE_SIZE_ULEB) cursor.uleb("threaded bind table size");
+          else if (immediate != 1) stream.fail_here(at, "unknown threaded bind sub-opcode " + hex(byte));
+          break;
+        default:
+          stream.fail_here(at, "unknown bind opcode " + hex(byte));
+      }
+    }
+    // Reaching the end without BIND_OPCODE_DONE is fine: dyld stops there too (old
+    // ld64 wrote such streams). Operands cut off by the end are errors (the Cursor's).
+  }
+
+  // What a DO_BIND binds: references to the stream walker's current values.
+  struct BindState {
+    ImportSource source;
+    const std::string_view& symbol;
+    const uint64_t& symbol_opcode;
+    const int& ordinal;
+    const bool& weak;
+  };
+
+  void add_import(const Bytes& stream, uint64_t at, const BindState& bind) {
+    if (bind.symbol.empty()) stream.fail_here(at, "bind opcode before any symbol name");
+    // The weak bit lives in the symbol's opcode, whichever library it is bound from.
+    if (weak_mark_keys_.insert({bind.symbol_opcode, bind.ordinal}).second)
+      result_.weak_marks.push_back({bind.source, bind.symbol_opcode, BIND_SYMBOL_FLAGS_WEAK_IMPORT, bind.ordinal, bind.symbol,
+                                    bind.weak});
+    // Binding one symbol at many addresses is one import; the key is the name's
+    // address in the file, so the check costs nothing however long the name.
+    BindKey key{bind.source, bind.symbol.data(), bind.ordinal, bind.weak};
+    if (!bind_keys_.insert(key).second) return;
+    result_.imports.push_back({bind.source, bind.symbol, bind.ordinal, bind.weak});
+  }
+
+  void scan_chained_fixups() {
+    const DataRange& range = image_.chained_fixups;
+    Bytes blob = image_.bytes.sub(range.offset, range.size, "chained fixups");
+    blob.require(0, sizeof(ChainedFixupsHeader), "chained fixups header");
+    ChainedFixupsHeader header = blob.get<ChainedFixupsHeader>(0, "chained fixups header");
+    uint32_t version = header.fixups_version;
+    if (version != 0) blob.fail_here(offsetof(ChainedFixupsHeader, fixups_version), "unknown chained fixups version " + std::to_string(version));
+    uint32_t imports_offset = header.imports_offset;
+    uint32_t symbols_offset = header.symbols_offset;
+    uint32_t count = header.imports_count;
+    uint32_t format = header.imports_format;
+    uint32_t symbols_format = header.symbols_format;
+    uint64_t entry_size = format == DYLD_CHAINED_IMPORT          ? 4
+                          : format == DYLD_CHAINED_IMPORT_ADDEND ? 8
+                          : format == DYLD_CHAINED_IMPORT_ADDEND64 ? 16
+                                                                  : 0;
+    if (!entry_size) blob.fail_here(offsetof(ChainedFixupsHeader, imports_format), "unknown chained imports format " + std::to_string(format));
+    if (!fits(imports_offset, count * entry_size, blob.size()))
+      blob.fail_here(offsetof(ChainedFixupsHeader, imports_count), std::to_string(count) + " chained imports at " + hex(imports_offset) +
+                             " run past the end of the chained fixups data");
+    // Renumbering an import that overlays the header or the names would rewrite those.
+    uint64_t imports_end = imports_offset + count * entry_size;
+    if (count && imports_offset < sizeof(ChainedFixupsHeader))
+      blob.fail_here(offsetof(ChainedFixupsHeader, imports_offset), "chained imports at " + hex(imports_offset) + " overlap the chained fixups header");
+    if (count && symbols_offset > imports_offset && symbols_offset < imports_end)
+      blob.fail_here(offsetof(ChainedFixupsHeader, symbols_offset), "chained import symbol names at " + hex(symbols_offset) + " overlap the imports table");
+    for (uint64_t index = 0; index < count; ++index) {
+      uint64_t at = imports_offset + index * entry_size;
+      int ordinal;
+      bool weak;
+      uint64_t name_offset;
+      uint64_t weak_bit_at;
+      if (format == DYLD_CHAINED_IMPORT_ADDEND64) {
+        uint64_t raw = blob.u64(at);
+        uint16_t stored = raw & 0xffff;
+        ordinal = chained_ordinal(stored);
+        weak = (raw >> 16) & 1;
+        name_offset = raw >> 32;
+        add_site(ImportSource::ChainedFixups, SiteEncoding::Chained16, range.offset + at, sizeof(stored), ordinal);
+        weak_bit_at = range.offset + at + sizeof(stored);  // the byte after the ordinal
+      } else {
+        uint32_t raw = blob.u32(at);
+        uint8_t stored = raw & 0xff;
+        ordinal = chained_ordinal(stored);
+        weak = (raw >> 8) & 1;
+        name_offset = raw >> 9;
+        add_site(ImportSource::ChainedFixups, SiteEncoding::Chained8, range.offset + at, sizeof(stored), ordinal);
+        weak_bit_at = range.offset + at + sizeof(stored);  // the byte after the ordinal
+      }
+      // Compressed symbol names (symbols_format 1) are not produced by any linker we know;
+      // the ordinals are still correct without the names.
+      std::string_view name = symbols_format == 0 ? import_name(blob, at, index, symbols_offset + name_offset)
+                                                  : owned("import #" + std::to_string(index));
+      result_.imports.push_back({ImportSource::ChainedFixups, name, ordinal, weak});
+      result_.weak_marks.push_back({ImportSource::ChainedFixups, weak_bit_at, kChainedWeakImportBit, ordinal, name, weak});
+    }
+  }
+
+  std::string_view import_name(const Bytes& blob, uint64_t entry_at, uint64_t index, uint64_t name_at) {
+    if (name_at >= blob.size())
+      blob.fail_here(entry_at, "chained import " + std::to_string(index) + ": its name offset lies outside the chained fixups data");
+    return take_name(blob.cstr(name_at, "chained import symbol name"), blob.base() - image_.bytes.base() + entry_at);
+  }
+
+  // Counts a name against the budget; `at` (slice offset) names where it was taken.
+  std::string_view take_name(std::string_view name, uint64_t at) {
+    name_bytes_ += name.size() + 1;
+    if (name_bytes_ > name_budget_)
+      image_.bytes.fail_here(at, "symbol names add up to more than " + std::to_string(name_budget_ >> 20) +
+                                     " MiB: the same names are used over and over, which no linker does");
+    return name;
+  }
+
+  std::string_view owned(std::string name) {
+    result_.owned_names.push_back(std::move(name));
+    return result_.owned_names.back();
+  }
+
+  // Walks the trie without recursion and with one prefix buffer, so a hostile trie
+  // (deep, or looping) costs neither stack nor quadratic memory.
+  void scan_trie(const DataRange& range) {
+    if (range.size == 0) return;
+    Bytes trie = image_.bytes.sub(range.offset, range.size, "exports trie");
+    struct Pending {
+      uint64_t node;
+      size_t parent_length;
+      std::string_view edge;
+    };
+    std::vector<Pending> pending{{0, 0, {}}};
+    std::vector<bool> visited(trie.size(), false);
+    std::string prefix;
+    while (!pending.empty()) {
+      Pending next = pending.back();
+      pending.pop_back();
+      if (visited[next.node]) trie.fail_here(next.node, "exports trie node is reached twice (a loop)");
+      visited[next.node] = true;
+      prefix.resize(next.parent_length);
+      prefix.append(next.edge);
+      Cursor cursor(trie, next.node);
+      uint64_t terminal_size = cursor.uleb("trie terminal size").value;
+      uint64_t terminal_start = cursor.position();
+      if (!fits(terminal_start, terminal_size, trie.size()))
+        trie.fail_here(next.node, "exports trie terminal runs past the end of the trie");
+      if (terminal_size) {
+        read_terminal(trie, range, cursor, prefix);
+        // Contents that run over the declared size would be read from the child list.
+        if (cursor.position() > terminal_start + terminal_size)
+          trie.fail_here(next.node, "exports trie terminal contents run past its declared size " + std::to_string(terminal_size));
+      }
+      cursor.seek(terminal_start + terminal_size);
+      uint8_t children = cursor.u8("trie child count");
+      for (uint8_t child = 0; child < children; ++child) {
+        std::string_view edge = cursor.cstr("trie edge label");
+        uint64_t child_at = cursor.position();
+        uint64_t child_node = cursor.uleb("trie child offset").value;
+        if (child_node >= trie.size()) trie.fail_here(child_at, "exports trie child offset " + hex(child_node) + " is outside the trie");
+        pending.push_back({child_node, prefix.size(), edge});
+      }
+    }
+  }
+
+  void read_terminal(const Bytes& trie, const DataRange& range, Cursor& cursor, const std::string& name) {
+    uint64_t flags = cursor.uleb("export flags").value;
+    if (!(flags & EXPORT_SYMBOL_FLAGS_REEXPORT)) return;
+    uint64_t ordinal_at = cursor.position();
+    Leb ordinal = cursor.uleb("re-export library ordinal");
+    if (ordinal.value > 0xffff) trie.fail_here(ordinal_at, "re-export library ordinal " + std::to_string(ordinal.value) + " is too large");
+    cursor.cstr("re-exported symbol name");
+    add_site(ImportSource::ExportsTrie, SiteEncoding::TrieUleb, range.offset + ordinal_at, ordinal.length,
+             static_cast<int>(ordinal.value));
+    std::string_view symbol = take_name(owned(name), range.offset + ordinal_at);
+    result_.imports.push_back({ImportSource::ExportsTrie, symbol, static_cast<int>(ordinal.value), false});
+  }
+
+  struct BindKey {
+    ImportSource source;
+    const char* name;
+    int ordinal;
+    bool weak;
+    bool operator<(const BindKey& other) const {
+      return std::tie(source, name, ordinal, weak) < std::tie(other.source, other.name, other.ordinal, other.weak);
+    }
+  };
+
+  const MachO& image_;
+  ImportScan result_;
+  std::set<BindKey> bind_keys_;
+  std::set<std::pair<uint64_t, int>> weak_mark_keys_;  // (symbol opcode, ordinal) already marked
+  uint64_t name_bytes_ = 0;
+  uint64_t name_budget_;
+};
+
+}  // namespace
+
+ImportScan scan_imports(const MachO& image) { return Scanner(image).scan(); }
+
+}  // namespace machofix

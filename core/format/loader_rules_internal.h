@@ -1,0 +1,133 @@
+// Shared state of one loader-rules check of a thin slice (core/loader_rules*.cc).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/base/bytes.h"
+#include "core/format/loader_rules.h"
+
+namespace machofix::rules {
+
+// Load commands and values the rules need beyond core/format/macho_format.h.
+constexpr uint32_t LC_UNIXTHREAD = 0x5;
+constexpr uint32_t LC_LOAD_DYLINKER = 0xe;
+constexpr uint32_t LC_SUB_UMBRELLA = 0x13;
+constexpr uint32_t LC_SUB_CLIENT = 0x14;
+constexpr uint32_t LC_SUB_LIBRARY = 0x15;
+constexpr uint32_t LC_UUID = 0x1b;
+constexpr uint32_t LC_RPATH = 0x8000001c;
+constexpr uint32_t LC_SEGMENT_SPLIT_INFO = 0x1e;
+constexpr uint32_t LC_VERSION_MIN_MACOSX = 0x24;
+constexpr uint32_t LC_VERSION_MIN_IPHONEOS = 0x25;
+constexpr uint32_t LC_FUNCTION_STARTS = 0x26;
+constexpr uint32_t LC_MAIN = 0x80000028;
+constexpr uint32_t LC_DATA_IN_CODE = 0x29;
+constexpr uint32_t LC_ENCRYPTION_INFO_64 = 0x2c;
+constexpr uint32_t LC_VERSION_MIN_TVOS = 0x2f;
+constexpr uint32_t LC_VERSION_MIN_WATCHOS = 0x30;
+constexpr uint32_t LC_BUILD_VERSION = 0x32;
+constexpr uint32_t LC_FILESET_ENTRY = 0x80000035;
+constexpr uint32_t MH_DYLDLINK = 0x4;
+constexpr uint32_t SG_NORELOC = 0x4;
+constexpr uint32_t VM_PROT_READ = 1, VM_PROT_WRITE = 2, VM_PROT_EXECUTE = 4;
+
+// What dyld3's MachOAnalyzer::enforceFormat(Malformed::...) gates on the SDK the
+// binary was built with (and, for one rule, mach_o::Policy's enforcement epoch).
+enum class Gate {
+  Always,
+  LinkeditAlignment,       // Malformed::linkeditAlignment
+  DyldInfoAndLocalRelocs,  // Malformed::dyldInfoAndlocalRelocs
+  SegmentOrder,            // Malformed::segmentOrder
+  TextPermissions,         // Malformed::textPermissions
+  LinkeditPermissions,     // Malformed::linkeditPermissions
+  CodeSigAlignment,        // Malformed::codeSigAlignment
+  SectionsInSegment,       // Malformed::sectionsAddrRangeWithinSegment
+  NoLinkedDylibs,          // Malformed::noLinkedDylibs
+  NoUUID,                  // Malformed::noUUID
+  NoDuplicateDylibs,       // mach_o::Policy::enforceNoDuplicateDylibs (fall 2024 SDKs)
+};
+
+struct Platform {
+  uint32_t platform = 0;  // PLATFORM_MACOS = 1, ...
+  uint32_t min_os = 0;    // xxxx.yy.zz nibbles, as in the load command
+  uint32_t sdk = 0;
+  uint64_t at = 0;        // its load command (0: implied)
+};
+
+struct Command {
+  uint32_t cmd = 0;
+  uint32_t size = 0;
+  uint64_t offset = 0;  // in the slice
+  uint32_t number = 0;  // 1-based, as dyld numbers them in messages
+};
+
+struct Section {
+  std::string name;
+  uint64_t address = 0, size = 0;
+  uint64_t at = 0;  // the section_64 in the slice
+};
+
+struct Segment {
+  std::string name;
+  uint64_t vmaddr = 0, vmsize = 0, fileoff = 0, filesize = 0;
+  uint32_t initprot = 0, flags = 0;
+  uint64_t at = 0;  // the segment_command_64 in the slice
+  std::vector<Section> sections;
+  bool executable() const { return initprot & VM_PROT_EXECUTE; }
+};
+
+// A (dataoff, datasize) LINKEDIT blob and the load-command field that placed it.
+struct Blob {
+  const char* name;
+  uint64_t alignment;
+  uint64_t offset, size;
+  uint64_t field;  // in the slice
+  bool code_signature = false;
+};
+
+class Check {
+ public:
+  explicit Check(const Bytes& slice) : bytes(slice) {}
+
+  const Bytes& bytes;
+  std::vector<RuleViolation> found;
+
+  uint32_t cputype = 0, filetype = 0, flags = 0, ncmds = 0, sizeofcmds = 0;
+  std::vector<Command> commands;  // only once the walk succeeded
+  std::vector<Segment> segments;  // the well-formed LC_SEGMENT_64s, in order
+  std::vector<Platform> platforms;
+
+  void add(const char* rule, uint64_t offset_in_slice, std::string message) {
+    found.push_back({rule, bytes.base() + offset_in_slice, std::move(message)});
+  }
+  bool enforced(Gate gate) const;
+  std::vector<const Command*> all(uint32_t cmd) const;
+  const Command* first(uint32_t cmd) const;
+  const Segment* segment(const std::string& name) const;
+  size_t dependent_dylib_count() const;
+  std::optional<std::string> install_name() const;
+  // The bytes of a command (inside the load-command area once the walk succeeded).
+  Bytes body(const Command& command) const { return bytes.sub(command.offset, command.size, "load command"); }
+
+ private:
+  mutable std::optional<size_t> dylib_count_;  // once `commands` is complete
+};
+
+// Stages, in order; each file holds one family of rules.
+bool check_header_and_walk(Check& check);  // false: later stages cannot run
+void check_commands(Check& check);         // sizes, strings, uniqueness, platforms
+void check_segments(Check& check);
+void check_linkedit(Check& check);
+void check_semantics(Check& check);        // dylibs, entry point, UUID
+void check_fixups(Check& check);           // ordinals, chained fixups headers
+// loader_rules_chained.cc; `fixups` is the LC_DYLD_CHAINED_FIXUPS data.
+void check_chained_fixups(Check& check, const Bytes& fixups);
+void check_chained_ordinal(Check& check, int64_t ordinal, uint64_t offset_in_slice);
+
+std::string command_label(const Command& command);  // "load command #3 (LC_SYMTAB)"
+const char* command_name(uint32_t cmd);
+
+}  // namespace machofix::rules

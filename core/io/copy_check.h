@@ -1,0 +1,111 @@
+// CopyChecker: reads back what was copied into a temporary output and compares it
+// byte for byte with the input, while later ranges are still being copied.
+//
+// A writer copies a range (copy_file_range) and submits it; a thread of the
+// checker's own compares it, in place in the page cache, through the input's
+// mapping and one read-only mapping of the whole output. A thread that would
+// otherwise wait can help() once the writer is done. The mismatch at the lowest
+// output offset is thrown, with that offset, by help() or finish().
+// A range the file system shows stored in the input's own blocks (a reflink clone:
+// core/io/shared_extents.h) is proven by that map, without a read of either side.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/io/file_io.h"
+#include "core/base/progress.h"
+
+namespace machofix {
+
+// Output bytes [out_at, out_at + length) copy input bytes [in_at, in_at + length).
+struct CopiedRange {
+  uint64_t in_at = 0;
+  uint64_t out_at = 0;
+  uint64_t length = 0;
+};
+
+// The temporary output, mapped read-only; remapped when its size changes.
+class OutputMapping {
+ public:
+  OutputMapping(int fd, uint64_t size);
+  ~OutputMapping();
+  OutputMapping(const OutputMapping&) = delete;
+  OutputMapping& operator=(const OutputMapping&) = delete;
+  const uint8_t* data() const { return base_; }
+  void resize(uint64_t size);
+
+ private:
+  void map(uint64_t size);
+  void unmap();
+
+  int fd_;
+  const uint8_t* base_ = nullptr;
+  uint64_t size_ = 0;
+};
+
+class CopyChecker {
+ public:
+  // `input` must stay mapped, and the output at `temp_path` must be `output_size`
+  // bytes long, while the checker lives. `progress` hears of the bytes compared.
+  CopyChecker(const MappedFile& input, const std::string& temp_path, uint64_t output_size, ByteProgress progress = {});
+  ~CopyChecker();  // abandons what is still queued
+  CopyChecker(const CopyChecker&) = delete;
+  CopyChecker& operator=(const CopyChecker&) = delete;
+
+  // The checker's own descriptor of the output.
+  int fd() const { return fd_; }
+  // Queues a range already copied, unless its blocks are proven shared with the input.
+  void submit(const CopiedRange& range);
+  // From now on, a submitted range is first offered to the extent-map proof: only
+  // for an output that shares blocks with the input (a clone), since the proof
+  // writes back the output's dirty pages before it reads the map.
+  void prove_shared_extents() { prove_shared_ = true; }
+  // How many submitted bytes were proven by the file system's extent map.
+  uint64_t proven_shared_bytes() const { return shared_bytes_; }
+  // The writer submits nothing more until help() has returned.
+  void close_submissions();
+  // Waits until submissions are closed, then compares what is still queued in the
+  // calling thread too; throws the mismatch found.
+  void help();
+  // The output now has this size; only between help() and the next submit().
+  void resize_output(uint64_t size);
+  // Waits for every submitted range; throws the mismatch found.
+  void finish();
+
+ private:
+  void stop();
+  void run();
+  void compare_next(std::unique_lock<std::mutex>& lock);
+  void note_compared(const CopiedRange& range, std::unique_lock<std::mutex>& lock);
+
+  const uint8_t* input_;
+  int input_fd_;
+  int fd_;
+  std::atomic<uint64_t> shared_bytes_{0};
+  bool prove_shared_ = false;  // set before the first submit
+  OutputMapping output_;
+  std::thread thread_;
+  std::mutex mutex_;
+  std::condition_variable work_;         // for the thread: a range came, or it is to end
+  std::condition_variable closed_wake_;  // for help(): closed_ set
+  std::condition_variable idle_wake_;    // for help(): busy_ back to 0
+  std::deque<CopiedRange> queue_;
+  std::vector<CopiedRange> compared_;  // pages not yet released
+  uint64_t compared_bytes_ = 0;
+  int busy_ = 0;          // ranges being compared
+  bool closed_ = false;   // see close_submissions()
+  bool closing_ = false;  // the thread ends once the queue is empty
+  std::exception_ptr error_;
+  uint64_t error_at_ = 0;  // output offset of error_
+  ProgressMeter progress_;
+};
+
+}  // namespace machofix

@@ -1,0 +1,136 @@
+// Reading files without copying them, and writing them so nothing is ever lost.
+//
+// Outputs go to a temporary file in the target's directory, are flushed, then
+// renamed over the target (a new inode: the kernel caches code signatures per
+// vnode). Until commit() the target is untouched; a failure, or a process killed
+// half-way, leaves at most a temporary file that the next run in that directory
+// removes (its name carries the writer's pid).
+//
+// "-" names standard input as an input and standard output as an output, so that
+// pipelines (and the Python package) need no files of their own. Both go through an
+// unlinked temporary file in $TMPDIR: machofix maps its input, and a pipe cannot be
+// mapped; and standard output receives the output only once it is complete and
+// verified (commit), so a failure writes nothing there.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/base/bytes.h"
+#include "core/base/progress.h"
+
+namespace machofix {
+
+inline constexpr const char* kStandardStream = "-";
+inline bool is_standard_stream(const std::string& path) { return path == kStandardStream; }
+
+// A read-only memory map of a whole file; "-": of standard input.
+// A system call repeated while a signal interrupts it (EINTR), as every read and write
+// loop here needs: its result otherwise.
+template <typename Call>
+auto retry_on_eintr(Call call) {
+  for (;;) {
+    auto result = call();
+    if (!(result < 0 && errno == EINTR)) return result;
+  }
+}
+
+class MappedFile {
+ public:
+  explicit MappedFile(const std::string& path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  Bytes bytes() const { return Bytes(data_, size_); }
+  uint64_t size() const { return size_; }
+  int fd() const { return fd_; }
+  mode_t mode() const { return mode_; }
+  const std::string& path() const { return path_; }
+  // A path that opens this very file: path() itself, or for standard input the
+  // descriptor's name (/proc/self/fd/N), since "-" names no file.
+  std::string reopen_path() const;
+
+ private:
+  void open_standard_input();
+
+  std::string path_;
+  int fd_ = -1;
+  const uint8_t* data_ = nullptr;
+  uint64_t size_ = 0;
+  mode_t mode_ = 0644;
+};
+
+class AtomicOutput {
+ public:
+  // Creates the temporary file beside `target` (whose directory must exist);
+  // `mode` is applied at commit.
+  // `durable`: flush the data and the rename to disk at commit. That is what keeps
+  // an original that is replaced in place safe across a power loss; a new file
+  // beside an untouched original (-o) does not need it, no more than `cp` does.
+  AtomicOutput(const std::string& target, mode_t mode, bool durable = true);
+  ~AtomicOutput();  // removes the temporary file unless committed
+  AtomicOutput(const AtomicOutput&) = delete;
+  AtomicOutput& operator=(const AtomicOutput&) = delete;
+
+  void write_at(uint64_t offset, const uint8_t* data, uint64_t size);
+  void write_at(uint64_t offset, const std::vector<uint8_t>& data) { write_at(offset, data.data(), data.size()); }
+  // Copies [in_offset, in_offset + length) of `in_fd` to out_offset, in the kernel
+  // where it can (copy_file_range), else through a small buffer. On macOS a copy of a
+  // whole file into a fresh output is a clone (clone_from) or fcopyfile, and ranges
+  // the clone already holds in place are not copied again.
+  void copy_from(int in_fd, uint64_t in_offset, uint64_t out_offset, uint64_t length);
+  // Makes the still empty output a clone of the whole of `in_fd`: the two share every
+  // block until either file is written (APFS through fclonefileat; XFS, btrfs and
+  // bcachefs through FICLONE), so a .pte's weights cost nothing to copy. False, with
+  // the output as it was, where the file system cannot (ext4, tmpfs, another file
+  // system).
+  bool clone_from(int in_fd);
+  void truncate(uint64_t size);
+  uint64_t size() const;  // of what was written so far
+  // fsync, set the mode, rename over the target, fsync the directory. For standard
+  // output: copy the whole temporary file there.
+  void commit();
+  const std::string& temp_path() const { return temp_path_; }
+  bool durable() const { return durable_; }
+
+ private:
+  void commit_to_standard_output();
+
+  std::string target_;
+  std::string temp_path_;
+  int fd_ = -1;
+  mode_t mode_;
+  bool durable_;
+  bool committed_ = false;
+  bool fresh_ = true;  // nothing written or copied yet
+  // What clone_from() cloned: that file's [0, cloned_size_) is in place in the output.
+  dev_t cloned_device_ = 0;
+  ino_t cloned_inode_ = 0;
+  uint64_t cloned_size_ = 0;
+
+  void copy_range(int in_fd, uint64_t in_offset, uint64_t out_offset, uint64_t length);
+  bool copy_whole_file(int in_fd, uint64_t length);
+  bool holds_clone_of(int in_fd, uint64_t in_offset, uint64_t out_offset, uint64_t length) const;
+};
+
+// Like cp: an output file goes into a directory that exists. Throws an Error naming
+// `target` ("cannot create the output: DIR does not exist") otherwise.
+void require_output_directory(const std::string& target);
+
+// `progress`, if any, hears of the bytes written.
+void write_file_atomically(const std::string& target, const std::vector<uint8_t>& data, mode_t mode, bool durable = true,
+                           ProgressMeter* progress = nullptr);
+
+// Removes temporary files left in `target`'s directory by an earlier machofix process
+// that no longer runs.
+void remove_stale_temporaries(const std::string& target);
+
+// The running executable's path, links resolved; "" if it cannot be known.
+std::string executable_path();
+
+}  // namespace machofix

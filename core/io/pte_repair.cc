@@ -1,0 +1,68 @@
+// repair_pte: prune (or edit, or sign) every Mach-O blob of a .pte/.ptd and patch the
+// file around it.
+//
+// Every blob is judged first (MachORewrite: a refusal comes before anything is
+// written or copied). The plan (core/io/pte_plan.cc) then describes the output as
+// pieces: ranges copied from the input, and new bytes. The same pieces drive the
+// writing (core/io/pte_write.cc: copy_file_range for the copies) and the verification
+// (core/io/pte_verify.cc: every output byte compared with what its piece says it must be).
+#include <memory>
+#include <optional>
+
+#include "core/io/pte_repair_internal.h"
+
+namespace machofix {
+
+using namespace pte_internal;
+
+BlobRewriter macho_rewriter(RewriteKind kind) {
+  return [kind](const Bytes& blob, const RepairOptions& options) -> BlobRewrite {
+    auto rewrite = std::make_shared<MachORewrite>(blob, options, kind);
+    return [rewrite] { return rewrite->run(); };
+  };
+}
+
+PteReport repair_pte(const MappedFile& input, const std::string& output_path, const RepairOptions& options, bool dry_run,
+                     const BlobRewriter& rewrite) {
+  Container container = read_container(input.bytes());
+  PteReport report = describe(container);
+  std::vector<JudgedBlob> judged = judge_blobs(container, options, rewrite);
+  bool writes = !dry_run && !output_path.empty();
+  bool in_place = writes && same_file(input, output_path);
+  // Replacing the input must survive a power loss; a new file beside it need not.
+  // Destroyed in reverse: the copy stops, then the checker, then the temporary
+  // file goes unless committed.
+  std::optional<AtomicOutput> output;
+  std::optional<CopyChecker> checker;
+  std::optional<CopyAhead> ahead;
+  if (writes) {
+    output.emplace(output_path, input.mode(), /*durable=*/in_place);
+    // Where the file system shares blocks, the output starts as a clone of the input
+    // and the copies are proven by its extent map (shared_extents.h); elsewhere that
+    // map is never asked (it would write back every copied page first).
+    bool cloned = output->clone_from(input.fd());
+    output->truncate(input.size());
+    checker.emplace(input, output->temp_path(), input.size(), options.progress);
+    if (cloned) checker->prove_shared_extents();
+    ahead.emplace(input, *output, *checker);
+  }
+  Plan plan = make_plan(container, judged, report);
+  // Unchanged: an identical copy for another path, nothing at all in place.
+  if (!writes || (!plan.changed && in_place)) return report;
+  if (keeps_layout(plan, input.size())) {
+    write_new_bytes(plan, *output, *checker, *ahead);
+  } else {
+    ahead.reset();
+    checker->help();  // nothing reads the output while it changes size
+    output->truncate(plan.output_size);
+    checker->resize_output(plan.output_size);
+    write_pieces(input, plan, *output, *checker);
+  }
+  verify_output(container, plan, output->temp_path(), *checker);
+  output->commit();
+  report.written = true;
+  report.bytes_shared = checker->proven_shared_bytes();
+  return report;
+}
+
+}  // namespace machofix

@@ -1,0 +1,130 @@
+// The steps of repair_pte (core/io/pte_repair.cc), each in a file of its own: the plan
+// (core/io/pte_plan.cc), the writing (core/io/pte_write.cc) and the verification of the
+// output before it is committed (core/io/pte_verify.cc). Internal to core/pte*.cc.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/io/copy_check.h"
+#include "core/io/file_io.h"
+#include "core/io/pte.h"
+#include "core/io/pte_container.h"
+#include "core/io/pte_layout.h"
+
+namespace machofix::pte_internal {
+
+struct BlobJob {
+  uint32_t segment_index = 0;
+  Bytes old_bytes;
+  MachORepair result;
+  bool changed = false;
+  std::string old_sha256, new_sha256;
+};
+
+// Same-length bytes to write over the input at `at` (absolute, input coordinates).
+struct Patch {
+  uint64_t at = 0;
+  std::vector<uint8_t> bytes;
+  std::string what;
+};
+
+struct Piece {
+  uint64_t out_at = 0;
+  uint64_t length = 0;
+  std::optional<uint64_t> in_at;  // copied from the input; else `bytes`
+  std::vector<uint8_t> bytes;
+};
+
+struct Plan {
+  std::vector<BlobJob> blobs;
+  std::vector<Patch> patches;
+  Relocation relocation;
+  std::vector<uint64_t> new_offsets;  // absolute, per segment
+  std::vector<uint64_t> new_sizes;
+  std::optional<uint64_t> new_segment_data_size;
+  std::vector<std::string> new_keys;  // per named entry
+  std::vector<Piece> pieces;
+  uint64_t output_size = 0;
+  bool changed = false;
+};
+
+// A Mach-O blob read and judged (the rewriter's first step), waiting for its rewrite.
+struct JudgedBlob {
+  uint32_t segment_index = 0;
+  Bytes bytes;
+  BlobRewrite rewrite;
+};
+
+// --- the plan (core/io/pte_plan.cc) -------------------------------------------------
+
+// Every blob is judged before anything is written or copied: a refusal costs no more
+// than reading the blobs.
+std::vector<JudgedBlob> judge_blobs(const Container& container, const RepairOptions& options, const BlobRewriter& rewriter);
+
+// Rewrites the judged blobs and plans the output around them; fills in the report.
+Plan make_plan(const Container& container, std::vector<JudgedBlob>& judged, PteReport& report);
+
+// --- the writing (core/io/pte_write.cc) ---------------------------------------------
+
+// Copies the whole input to the output, chunk by chunk, on a thread of its own,
+// while the blobs are being rewritten, and hands each chunk to the checker as it
+// goes. Usually every blob keeps its size, so the output is the input with a few
+// byte ranges replaced and this copy is most of the work; starting it before the
+// plan exists takes the plan (a few milliseconds of pruning, signing and
+// re-reading) off the critical path. When the plan keeps every segment in place,
+// the new bytes are written once all of it is copied and compared; otherwise the
+// copy is stopped and the pieces are written as usual.
+class CopyAhead {
+ public:
+  CopyAhead(const MappedFile& input, AtomicOutput& output, CopyChecker& checker);
+  ~CopyAhead() { stop(); }
+  CopyAhead(const CopyAhead&) = delete;
+  CopyAhead& operator=(const CopyAhead&) = delete;
+
+  // Waits until the whole input is copied; throws what made the copy fail.
+  void finish();
+  // Stops copying (the output is about to be written another way) and waits for
+  // the thread.
+  void stop();
+
+ private:
+  void run();
+
+  const MappedFile& input_;
+  AtomicOutput& output_;
+  CopyChecker& checker_;
+  std::thread thread_;
+  std::atomic<bool> stopping_{false};
+  uint64_t copied_ = 0;        // written by the thread, read after join
+  std::exception_ptr error_;  // likewise
+};
+
+// Whether every copied piece stays where it was in the input and the size is
+// unchanged: then the early copy already holds every byte but the new ones.
+bool keeps_layout(const Plan& plan, uint64_t input_size);
+
+// Writes every piece; hands each copied chunk to `checker` once it is written.
+void write_pieces(const MappedFile& input, const Plan& plan, AtomicOutput& output, CopyChecker& checker);
+
+// The layout is kept: `ahead` copies every byte where it belongs, and the plan is
+// made; this thread now helps compare the copied chunks. Only the new bytes
+// remain, written once the copy and its comparison are done, so that neither can
+// see them.
+void write_new_bytes(const Plan& plan, AtomicOutput& output, CopyChecker& checker, CopyAhead& ahead);
+
+// Whether `path` names the input's own file (standard output never does).
+bool same_file(const MappedFile& input, const std::string& path);
+
+// --- the verification (core/io/pte_verify.cc) -----------------------------------------
+
+// Re-reads the temporary output as a new input: header, Verifier, every segment
+// located again, then every byte compared with the plan (the copies by `checker`).
+void verify_output(const Container& before, const Plan& plan, const std::string& temp_path, CopyChecker& checker);
+
+}  // namespace machofix::pte_internal

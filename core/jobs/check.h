@@ -1,0 +1,89 @@
+// The CI gate: what `machofix check` reports about a file it has inspected.
+//
+// Each finding names file, blob key (in a .pte), slice, the rule it breaks (a typed
+// Rule; its id, reason and repair become text in tool/rules.cc) and the dependency
+// or LC_RPATH concerned, with the file offset of its load command.
+//
+// Rules that run always (today's gate, no declaration needed):
+//  - unused-dependency: a dependency that supplies no symbol (prune removes it);
+//  - absolute-install-name: an absolute install name outside the places every Mac
+//    has (/usr/lib, /System/Library), --allow-prefix and the provided globs, such as
+//    PyTorch's /opt/llvm-openmp/lib/libomp.dylib: users' machines will not have it;
+//  - forbidden-dependency: a dependency matching a --forbid glob (install name or its
+//    last component), used or not, whatever its path or kind.
+// Rules that run once the application declares what it ships (a contract: a contract
+// file, or --provided / --allowed-rpath / --required on the command line); without a
+// declaration there is nothing to hold an @rpath/ name or an rpath against:
+//  - absolute-rpath: an LC_RPATH naming a build machine's directory (absolute, or
+//    relative to the current directory), outside the system, --allow-prefix and the
+//    allowed-rpath globs;
+//  - duplicate-rpath: an LC_RPATH that repeats an earlier one of the slice;
+//  - unprovided-dependency: a non-weak @rpath/, @loader_path/ or @executable_path/
+//    dependency no provided glob names: nothing says the application ships it;
+//  - weak-required-dependency: a weak-linked dependency a required glob names: it
+//    must be present at load, and a weak link hides its absence until a call fails.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/jobs/job.h"
+
+namespace machofix {
+
+enum class Rule {
+  UnusedDependency,
+  AbsoluteInstallName,
+  AbsoluteRpath,
+  DuplicateRpath,
+  UnprovidedDependency,
+  WeakRequiredDependency,
+  ForbiddenDependency,
+};
+inline constexpr Rule kAllRules[] = {Rule::UnusedDependency,     Rule::AbsoluteInstallName,    Rule::AbsoluteRpath,
+                                     Rule::DuplicateRpath,       Rule::UnprovidedDependency,   Rule::WeakRequiredDependency,
+                                     Rule::ForbiddenDependency};
+
+// What the application declares: a contract file (core/jobs/contract.h) and the command
+// line together. Every list is of globs matched as --keep's are (install name or its
+// last component) except the prefixes.
+struct CheckOptions {
+  std::vector<std::string> allowed_prefixes;  // added to /usr/lib/ and /System/Library/
+  std::vector<std::string> forbidden;         // --forbid GLOB: no dependency may match
+  std::vector<std::string> provided;          // install names the application ships
+  std::vector<std::string> allowed_rpaths;    // LC_RPATH values it accepts (globs on the whole path)
+  std::vector<std::string> required;          // must be present at load: no weak link to them
+  // The declare-what-you-ship rules run: a contract file was read, or one of
+  // --provided, --allowed-rpath, --required was given.
+  bool declared = false;
+};
+
+struct Finding {
+  std::string file;
+  std::string blob;  // named-data key(s) in a .pte/.ptd, member name in an archive; else empty
+  std::string arch;
+  Rule rule = Rule::UnusedDependency;
+  std::string dylib;       // the dependency's install name (dependency rules)
+  DylibKind dylib_kind = DylibKind::Load;
+  std::string rpath;       // the LC_RPATH's path (rpath rules)
+  std::string repeats;     // duplicate-rpath: the earlier LC_RPATH's path (a trailing slash may differ)
+  std::string glob;        // the --forbid or required glob that matched
+  std::vector<std::string> symbols;  // what the dylib supplies to this slice (none: unused)
+  bool removable = false;  // prune removes the dependency
+  std::string kept_because;  // why prune keeps an unused one
+  uint64_t slice_offset = 0;  // of the slice in the file (universal) or blob
+  std::optional<uint64_t> offset;  // file offset of the load command, where known
+};
+
+std::vector<Finding> check_findings(const FileReport& report, const CheckOptions& options);
+
+// `verify`: every slice of every Mach-O image in the file (blobs of a .pte, members
+// of an archive) whose signature is invalid, or which is arm64 and unsigned, and
+// every loader rule an image breaks (core/format/loader_rules.h); each line names the blob
+// and slice. And the notes on what could not be checked.
+std::vector<std::string> verify_failures(const FileReport& report);
+std::vector<std::string> verify_notes(const FileReport& report);
+
+}  // namespace machofix

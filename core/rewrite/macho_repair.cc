@@ -1,0 +1,460 @@
+#include "core/rewrite/macho_repair.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/format/codesign.h"
+#include "core/format/fat.h"
+#include "core/format/macho.h"
+#include "core/format/macho_format.h"
+#include "core/base/proof_seam.h"
+
+namespace machofix {
+
+size_t MachOReport::removed_count() const {
+  size_t count = 0;
+  for (const SliceReport& slice : slices)
+    for (const DylibReport& dylib : slice.dylibs) count += dylib.removed;
+  return count;
+}
+
+size_t MachOReport::removable_count() const {
+  size_t count = 0;
+  for (const SliceReport& slice : slices)
+    for (const DylibReport& dylib : slice.dylibs) count += dylib.removable;
+  return count;
+}
+
+namespace {
+
+// A slice's input signature, read and verified once: prune and sign decide from it
+// and report it.
+struct InputSignature {
+  SignatureReport report;
+  std::optional<CodeSignature> signature;  // unset: unsigned, or unreadable
+  std::optional<Error> read_error;         // set: present but too malformed to read
+};
+
+InputSignature check_input_signature(const MachO& image) {
+  InputSignature input;
+  SignatureReport& report = input.report;
+  try {
+    input.signature = read_code_signature(image);
+  } catch (const Error& error) {
+    input.read_error = error;
+    report.status = SignatureStatus::Invalid;
+    report.problems.push_back(error.describe());
+    report.first_problem_at = error.offset();
+    return input;
+  }
+  if (!input.signature) return input;
+  report.style = input.signature->style();
+  report.identifier = input.signature->identifier();
+  report.hash_types = input.signature->hash_type_names();
+  report.page_size = input.signature->page_size();
+  SignatureCheck check = check_code_signature(image);
+  report.problems = std::move(check.problems);
+  report.notes = std::move(check.notes);
+  report.first_problem_at = check.first_problem_at;
+  report.status = report.problems.empty() ? SignatureStatus::Valid : SignatureStatus::Invalid;
+  return input;
+}
+
+SignatureReport signature_report(const MachO& image) { return check_input_signature(image).report; }
+
+std::vector<std::string> slice_flags(const MachO& image) {
+  std::vector<std::string> flags;
+  flags.push_back(image.two_level() ? "two-level" : "flat-namespace");
+  if (image.chained_fixups.present) flags.push_back("chained-fixups");
+  if (image.dyld_info.present) flags.push_back("dyld-info");
+  if (image.has_lazy_load_dylib) flags.push_back("lazy-load-dylib");
+  return flags;
+}
+
+SliceReport describe_slice(const MachO& image, const SliceAnalysis& analysis, const PrunePlan& plan,
+                           SignatureReport signature) {
+  SliceReport report;
+  report.arch = image.arch();
+  report.cputype = image.cputype;
+  report.filetype = image.filetype_name();
+  report.offset = image.bytes.base();
+  report.size = image.bytes.size();
+  report.flags = slice_flags(image);
+  report.install_name = image.id_name.value_or("");
+  report.flat_lookup_imports = analysis.flat_lookup_imports;
+  report.warnings = plan.warnings;
+  report.left_unchanged_because = plan.left_unchanged_because;
+  for (size_t i = 0; i < analysis.uses.size(); ++i) {
+    const DylibUse& use = analysis.uses[i];
+    DylibReport dylib;
+    dylib.ordinal = use.dylib.ordinal;
+    dylib.install_name = use.dylib.install_name;
+    dylib.kind = use.dylib.kind;
+    dylib.symbols = use.symbols;
+    dylib.command_offset = image.bytes.base() + image.commands[use.dylib.command_index].offset;
+    for (ImportSource source : use.sources) dylib.sources.push_back(import_source_name(source));
+    if (i < plan.decisions.size()) {  // `sign` describes the dylibs without a plan
+      dylib.removable = plan.decisions[i].remove;
+      dylib.reason = plan.decisions[i].reason;
+    }
+    report.dylibs.push_back(std::move(dylib));
+  }
+  for (const Rpath& rpath : image.rpaths)
+    report.rpaths.push_back({rpath.path, image.bytes.base() + image.commands[rpath.command_index].offset});
+  report.signature = std::move(signature);
+  report.loader_rules = check_loader_rules(image.bytes);
+  return report;
+}
+
+struct SliceJob {
+  SliceReport report;
+  std::vector<uint8_t> bytes;  // the new slice
+};
+
+// One slice of the input, read and judged (MachORewrite's first step).
+struct JudgedSlice {
+  Bytes bytes;
+  bool supported = true;  // 64-bit; other slices are left as they are
+  std::optional<MachO> image;
+  ImportScan scan;
+  PrunePlan plan;
+  InputSignature input;
+  SliceReport report;
+  std::optional<EditPlan> edit;  // `edit`: the planned load commands
+  std::vector<int> weak_link;    // `edit --weak-link`: the dylibs (of the edited slice) to weak-link
+  bool prunes = false;   // dylib commands are removed
+  bool edits = false;    // load commands are changed, added or removed
+  bool weak_links = false;  // dylibs become weak or their imports are marked weak
+  bool resigns = false;  // the signature is renewed, added or replaced
+};
+
+// The first problem of an invalid signature, as the refusal and the report name it.
+std::string first_problem(const InputSignature& input) {
+  return input.read_error ? input.read_error->problem() : input.report.problems.front();
+}
+
+[[noreturn]] void refuse_invalid_signature(const InputSignature& input) {
+  size_t more = input.report.problems.size() - 1;
+  std::string message = "the input signature is invalid: " + first_problem(input);
+  if (more) message += " (and " + std::to_string(more) + " more problem" + (more == 1 ? "" : "s") + ")";
+  message +=
+      "; re-signing would make a changed or corrupt file look valid, so nothing is written (pass --resign-invalid "
+      "to re-sign it anyway)";
+  Error error(message, input.report.first_problem_at);
+  throw error.as_refusal();
+}
+
+[[noreturn]] void refuse_identity() {
+  Error error(
+      "signed with an identity (a CMS signature, e.g. Developer ID): it cannot be renewed without the signer's key; "
+      "pass --adhoc to replace it with an ad hoc signature");
+  throw error.as_refusal();
+}
+
+// --weak-link, planned on the slice as the load-command edits leave it (their names,
+// their layout), so that every refusal is decided before anything is written.
+void plan_weak_link_stage(JudgedSlice& judged, const EditOptions& options) {
+  const MachO& image = *judged.image;
+  WeakLinkEdit stage;
+  if (judged.edits) {
+    std::vector<uint8_t> edited = apply_edit(image, *judged.edit);
+    MachO edited_image = parse_macho(Bytes(edited.data(), edited.size(), image.bytes.base()));
+    stage = plan_weak_link_edit(edited_image, scan_imports(edited_image), options);
+  } else {
+    stage = plan_weak_link_edit(image, judged.scan, options);
+  }
+  judged.report.edits.insert(judged.report.edits.end(), stage.records.begin(), stage.records.end());
+  judged.weak_link = std::move(stage.ordinals);
+  judged.weak_links = !judged.weak_link.empty();
+}
+
+// The weak-link stage of rewrite_slice: on the re-read edited bytes (the load-command
+// edits may have moved every command), then its own proof.
+std::vector<uint8_t> weak_link_stage(const std::vector<uint8_t>& edited, uint64_t base, const std::vector<int>& ordinals,
+                                     const SecondReader& second) {
+  MachO image = parse_macho(Bytes(edited.data(), edited.size(), base));
+  ImportScan scan = scan_imports(image);
+  std::vector<uint8_t> linked = apply_weak_link(image, scan, ordinals);
+  verify_weak_link(image, scan, ordinals, linked, second);
+  return linked;
+}
+
+// Everything but the rewriting: what `verify` costs, plus the import analysis.
+JudgedSlice judge_slice(const Bytes& slice, const RepairOptions& options, RewriteKind kind) {
+  JudgedSlice judged;
+  judged.bytes = slice;
+  const MachO& image = judged.image.emplace(parse_macho(slice));
+  judged.input = check_input_signature(image);
+  bool invalid = judged.input.report.status == SignatureStatus::Invalid;
+  if (invalid && !options.resign_invalid) refuse_invalid_signature(judged.input);
+  judged.scan = scan_imports(image);
+  SliceAnalysis analysis = analyze(image, judged.scan);
+  if (kind == RewriteKind::Prune) judged.plan = plan_prune(image, analysis, options.prune);
+  judged.report = describe_slice(image, analysis, judged.plan, judged.input.report);
+  refuse_breaking_loader_rules(judged.report.loader_rules);
+  judged.prunes = judged.plan.left_unchanged_because.empty() && judged.plan.removal_count() > 0;
+  if (kind == RewriteKind::Edit) {
+    judged.edit.emplace(plan_edit(image, options.edit));
+    judged.report.edits = judged.edit->records;
+    judged.edits = judged.edit->changes();
+    if (judged.edits) judged.edit->commands.check_room(image);
+    if (!options.edit.weak_link.empty()) plan_weak_link_stage(judged, options.edit);
+  }
+  bool unsigned_to_sign = !image.code_signature.present && (kind == RewriteKind::Sign || options.sign_unsigned);
+  judged.resigns =
+      kind == RewriteKind::Sign || judged.prunes || judged.edits || judged.weak_links || unsigned_to_sign || invalid;
+  const std::optional<CodeSignature>& signature = judged.input.signature;
+  if (judged.resigns && signature && signature->has_identity && !options.replace_identity) refuse_identity();
+  if (judged.resigns && signature && !signature->has_identity && !options.identifier.empty() &&
+      options.identifier != signature->identifier())
+    fail("--identifier cannot change the identifier of an existing signature (it is '" + signature->identifier() + "')");
+  return judged;
+}
+
+JudgedSlice unsupported_slice(const Bytes& slice, const FatSlice& entry) {
+  JudgedSlice judged;
+  judged.bytes = slice;
+  judged.supported = false;
+  judged.report.arch = cpu_name(entry.cputype, entry.cpusubtype);
+  judged.report.cputype = entry.cputype;
+  judged.report.handled = false;
+  judged.report.offset = entry.offset;
+  judged.report.size = entry.size;
+  judged.report.left_unchanged_because = "only 64-bit slices are handled; this one is left as it is";
+  return judged;
+}
+
+std::vector<uint8_t> copy_of(const Bytes& bytes) { return std::vector<uint8_t>(bytes.data(), bytes.data() + bytes.size()); }
+
+// A new signature is named after the install name, else the file name: standard
+// input has no file name.
+const std::string& new_identifier(const std::string& identifier) {
+  if (identifier.empty())
+    fail("a new signature needs an identifier, and the file has neither an install name nor a file name (standard "
+         "input): sign it with machofix sign --identifier");
+  return identifier;
+}
+
+// Brings the signature of a rewritten (or, for `sign`, unchanged) slice up to date.
+// Returns the slice's new bytes, which are larger only when a signature was added.
+std::vector<uint8_t> update_signature(const JudgedSlice& judged, std::vector<uint8_t> bytes,
+                                      const RepairOptions& options, SliceReport& report) {
+  const MachO& image = *judged.image;
+  const InputSignature& input = judged.input;
+  uint64_t base = image.bytes.base();
+  std::string identifier = options.identifier.empty() ? default_identifier(image, options.file_name) : options.identifier;
+  if (!image.code_signature.present) {
+    if (!options.sign_unsigned) {
+      if (image.cputype == macho::CPU_TYPE_ARM64)
+        report.warnings.push_back("unsigned arm64 slice left unsigned (it cannot run as is); pass --sign to sign it");
+      return bytes;
+    }
+    bytes = add_adhoc_signature(parse_macho(Bytes(bytes.data(), bytes.size(), base)), new_identifier(identifier));
+    report.signature_after.status = SignatureStatus::Added;
+  } else if (input.read_error) {  // only with --resign-invalid: judge_slice refuses it otherwise
+    bytes = replace_unreadable_signature(parse_macho(Bytes(bytes.data(), bytes.size(), base)), new_identifier(identifier));
+    report.signature_after.status = SignatureStatus::ReplacedAdHoc;
+  } else if (input.signature->has_identity) {
+    replace_with_adhoc_signature(bytes, base);
+    report.signature_after.status = SignatureStatus::ReplacedAdHoc;
+  } else {
+    renew_code_signature(bytes, base);
+    report.signature_after.status = SignatureStatus::Renewed;
+  }
+  // One verification of the new signature serves both the check and the report.
+  SignatureStatus status = report.signature_after.status;
+  std::vector<uint8_t> spoiled;  // tests only (proof_seam.h)
+  const std::vector<uint8_t>& signed_bytes = seam::offer(seam::ProofStep::Signature, bytes, spoiled);
+  report.signature_after = signature_report(parse_macho(Bytes(signed_bytes.data(), signed_bytes.size(), base)));
+  if (report.signature_after.status != SignatureStatus::Valid)
+    fail("the renewed signature does not verify, nothing written: " +
+         (report.signature_after.problems.empty() ? std::string("unreadable") : report.signature_after.problems.front()));
+  report.signature_after.status = status;
+  if (input.report.status == SignatureStatus::Invalid)
+    report.warnings.push_back("input signature was invalid (" + input.report.problems.front() +
+                              "): re-signed because of --resign-invalid" +
+                              (input.read_error ? ", with a new linker-style ad hoc signature" : ""));
+  return bytes;
+}
+
+// MachORewrite's second step for one slice.
+SliceJob rewrite_slice(JudgedSlice& judged, const RepairOptions& options) {
+  SliceJob job{std::move(judged.report), {}};
+  if (!judged.supported || !(judged.prunes || judged.resigns)) {
+    job.bytes = copy_of(judged.bytes);
+    return job;
+  }
+  const MachO& image = *judged.image;
+  job.bytes = judged.prunes ? apply_prune(image, judged.scan, judged.plan)
+              : judged.edits ? apply_edit(image, *judged.edit)
+                             : copy_of(judged.bytes);
+  if (judged.prunes) verify_prune(image, judged.scan, judged.plan, job.bytes, options.second_reader);
+  if (judged.edits) verify_edit(image, judged.scan, *judged.edit, job.bytes, options.second_reader);
+  if (judged.weak_links) job.bytes = weak_link_stage(job.bytes, image.bytes.base(), judged.weak_link, options.second_reader);
+  job.bytes = update_signature(judged, std::move(job.bytes), options, job.report);
+  job.report.changed = judged.prunes || job.bytes.size() != judged.bytes.size() ||
+                       std::memcmp(job.bytes.data(), judged.bytes.data(), job.bytes.size()) != 0;
+  if (judged.prunes)
+    for (DylibReport& dylib : job.report.dylibs) dylib.removed = dylib.removable;
+  if (job.report.changed) {
+    std::vector<uint8_t> spoiled;  // tests only (proof_seam.h)
+    const std::vector<uint8_t>& checked = seam::offer(seam::ProofStep::LoaderRules, job.bytes, spoiled);
+    require_loader_rules(check_loader_rules(Bytes(checked, judged.bytes.base())), "the rewritten slice");
+  }
+  return job;
+}
+
+bool is_64_bit(const FatSlice& entry) { return entry.cputype & macho::CPU_ARCH_ABI64; }
+
+std::string slice_part(const FatSlice& entry) { return "slice " + cpu_name(entry.cputype, entry.cpusubtype); }
+
+// Universal files: slices that keep their size are patched where they are,
+// otherwise the slices are laid out again.
+MachORepair assemble_universal(const Bytes& file, Universal universal, std::vector<SliceJob> jobs) {
+  MachORepair result;
+  result.report.universal = true;
+  result.report.fat64 = universal.fat64;
+  result.output = copy_of(file);
+  bool same_sizes = true;
+  for (size_t i = 0; i < jobs.size(); ++i) same_sizes &= jobs[i].bytes.size() == universal.slices[i].size;
+  if (!same_sizes) {
+    std::vector<uint64_t> sizes;
+    for (const SliceJob& job : jobs) sizes.push_back(job.bytes.size());
+    layout_universal(universal, sizes);
+    uint64_t end = 0;
+    for (const FatSlice& entry : universal.slices) end = std::max(end, entry.offset + entry.size);
+    result.output.assign(end, 0);
+    std::vector<uint8_t> header = universal_header_bytes(universal);
+    put_bytes(result.output, 0, header.data(), header.size());
+  }
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    put_bytes(result.output, universal.slices[i].offset, jobs[i].bytes.data(), jobs[i].bytes.size());
+    jobs[i].report.offset = universal.slices[i].offset;
+    result.report.changed |= jobs[i].report.changed;
+    result.report.slices.push_back(std::move(jobs[i].report));
+  }
+  // The slices passed on their own; a new layout must also place them as dyld requires.
+  if (result.report.changed) {
+    std::vector<uint8_t> spoiled;  // tests only (proof_seam.h)
+    const std::vector<uint8_t>& checked = seam::offer(seam::ProofStep::UniversalRules, result.output, spoiled);
+    require_loader_rules(check_image_rules(Bytes(checked)), "the rewritten file");
+  }
+  return result;
+}
+
+// What inspect shows of one slice: the analysis and the plan, nothing rewritten.
+SliceReport inspect_slice(const Bytes& slice, const RepairOptions& options) {
+  MachO image = parse_macho(slice);
+  ImportScan scan = scan_imports(image);
+  SliceAnalysis analysis = analyze(image, scan);
+  PrunePlan plan = plan_prune(image, analysis, options.prune);
+  return describe_slice(image, analysis, plan, signature_report(image));
+}
+
+}  // namespace
+
+std::vector<std::string> signature_failures(const MachOReport& report) {
+  std::vector<std::string> failures;
+  for (const SliceReport& slice : report.slices) {
+    if (!slice.handled) continue;  // a 32-bit slice: not ours to judge
+    if (slice.signature.status == SignatureStatus::Unsigned && slice.cputype == macho::CPU_TYPE_ARM64)
+      failures.push_back(slice.arch + ": not signed (arm64 code must be signed to run)");
+    for (const std::string& problem : slice.signature.problems) failures.push_back(slice.arch + ": " + problem);
+  }
+  return failures;
+}
+
+MachOReport inspect_macho(const Bytes& file, const RepairOptions& options) {
+  MachOReport report;
+  if (!looks_like_universal(file)) {
+    report.slices.push_back(inspect_slice(file, options));
+    return report;
+  }
+  // Universal: analysis only, without assembling any output.
+  Universal universal = parse_universal(file);
+  report.universal = true;
+  report.fat64 = universal.fat64;
+  report.loader_rules = check_universal_rules(file);
+  for (const FatSlice& entry : universal.slices) {
+    Bytes slice = file.sub(entry.offset, entry.size, "universal slice");
+    try {
+      report.slices.push_back(is_64_bit(entry) ? inspect_slice(slice, options) : unsupported_slice(slice, entry).report);
+    } catch (Error& error) {
+      throw error.in_part(slice_part(entry));
+    }
+  }
+  return report;
+}
+
+struct MachORewrite::State {
+  Bytes file;
+  RepairOptions options;
+  std::optional<Universal> universal;
+  std::vector<JudgedSlice> slices;
+};
+
+MachORewrite::MachORewrite(const Bytes& file, const RepairOptions& options, RewriteKind kind)
+    : state_(std::make_unique<State>()) {
+  state_->file = file;
+  state_->options = options;
+  if (kind == RewriteKind::Sign) state_->options.sign_unsigned = true;  // that is what `sign` is for
+  const RepairOptions& effective = state_->options;
+  if (!looks_like_universal(file)) {
+    try {
+      state_->slices.push_back(judge_slice(file, effective, kind));
+    } catch (Error& error) {
+      // A universal file's errors name the slice; a refusal of a thin file does too.
+      if (error.refusal() && looks_like_thin_macho(file)) error.in_part("slice " + parse_macho(file).arch());
+      throw;
+    }
+    return;
+  }
+  const Universal& universal = state_->universal.emplace(parse_universal(file));
+  refuse_breaking_loader_rules(check_universal_rules(file));
+  for (const FatSlice& entry : universal.slices) {
+    Bytes slice = file.sub(entry.offset, entry.size, "universal slice");
+    try {
+      state_->slices.push_back(is_64_bit(entry) ? judge_slice(slice, effective, kind) : unsupported_slice(slice, entry));
+    } catch (Error& error) {
+      throw error.in_part(slice_part(entry));
+    }
+  }
+}
+
+MachORewrite::~MachORewrite() = default;
+MachORewrite::MachORewrite(MachORewrite&&) noexcept = default;
+MachORewrite& MachORewrite::operator=(MachORewrite&&) noexcept = default;
+
+MachORepair MachORewrite::run() {
+  if (!state_) fail("internal error: a MachORewrite runs once");
+  std::unique_ptr<State> state = std::move(state_);
+  std::vector<SliceJob> jobs;
+  for (size_t i = 0; i < state->slices.size(); ++i) {
+    try {
+      jobs.push_back(rewrite_slice(state->slices[i], state->options));
+    } catch (Error& error) {
+      if (state->universal) error.in_part(slice_part(state->universal->slices[i]));
+      throw;
+    }
+  }
+  if (state->universal) return assemble_universal(state->file, std::move(*state->universal), std::move(jobs));
+  MachORepair result;
+  result.report.changed = jobs.front().report.changed;
+  result.report.slices.push_back(std::move(jobs.front().report));
+  result.output = std::move(jobs.front().bytes);
+  return result;
+}
+
+MachORepair prune_macho(const Bytes& file, const RepairOptions& options) {
+  return MachORewrite(file, options, RewriteKind::Prune).run();
+}
+
+MachORepair edit_macho(const Bytes& file, const RepairOptions& options) {
+  return MachORewrite(file, options, RewriteKind::Edit).run();
+}
+
+MachORepair sign_macho(const Bytes& file, const RepairOptions& options) {
+  return MachORewrite(file, options, RewriteKind::Sign).run();
+}
+
+}  // namespace machofix

@@ -1,0 +1,166 @@
+// The Mach-O job, thin or universal: analyze, judge the input signature, prune,
+// re-sign, verify.
+//
+// This is what every front end calls: `inspect`/`prune` on a plain file, and the
+// .pte/.ptd rewriter for each embedded blob. Input is a read-only view of the whole
+// file (or blob); output is the complete new file in memory (Mach-O images are small
+// next to the model weights a .pte carries).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/base/bytes.h"
+#include "core/rewrite/edit.h"
+#include "core/format/loader_rules.h"
+#include "core/base/progress.h"
+#include "core/rewrite/prune.h"
+
+namespace machofix {
+
+struct DylibReport {
+  int ordinal = 0;  // before any removal
+  std::string install_name;
+  DylibKind kind = DylibKind::Load;
+  std::vector<std::string> symbols;  // every symbol it supplies, sorted
+  std::vector<std::string> sources;  // symtab, bind, lazy-bind, chained-fixups, reexport
+  bool removable = false;  // prune's plan removes it (inspect and dry runs report the plan)
+  bool removed = false;    // removed from the rewritten file
+  std::string reason;
+  uint64_t command_offset = 0;  // file offset of its load command (in the input)
+};
+
+struct RpathReport {
+  std::string path;
+  uint64_t command_offset = 0;  // file offset of the LC_RPATH (in the input)
+};
+
+// A slice's signature: Unsigned, Valid or Invalid on input; after a rewrite also
+// what was done to it. The reports spell it in tool/report_text.cc.
+enum class SignatureStatus {
+  Unsigned,
+  Valid,
+  Invalid,
+  Added,          // an ad hoc signature where there was none
+  Renewed,        // the same kind of signature, its hashes made anew
+  ReplacedAdHoc,  // an identity or unreadable signature replaced by an ad hoc one
+};
+
+struct SignatureReport {
+  SignatureStatus status = SignatureStatus::Unsigned;
+  std::string style;  // "linker-signed (lld)", "codesign ad hoc", "Developer ID or other identity", ...
+  std::string identifier;
+  std::vector<std::string> hash_types;  // "sha256", "sha1"
+  uint32_t page_size = 0;
+  std::vector<std::string> problems;  // why it is invalid: which page, which slot
+  std::vector<std::string> notes;     // what cannot be checked here (Info.plist hash, CMS)
+  std::optional<uint64_t> first_problem_at;  // absolute file offset of problems.front()
+};
+
+struct SliceReport {
+  std::string arch;
+  uint32_t cputype = 0;
+  // false: a 32-bit slice of a universal file, left as it is: nothing in it was read
+  // (no filetype, no dylibs, no signature) nor judged.
+  bool handled = true;
+  std::string filetype;  // dylib, bundle, executable; empty when not handled
+  uint64_t offset = 0;   // in the file (universal slices)
+  uint64_t size = 0;
+  std::vector<std::string> flags;  // two-level, flat-namespace, chained-fixups, dyld-info
+  std::string install_name;        // LC_ID_DYLIB, if any
+  std::vector<DylibReport> dylibs;
+  std::vector<RpathReport> rpaths;  // LC_RPATH in load-command order, duplicates kept
+  size_t flat_lookup_imports = 0;
+  std::vector<std::string> warnings;
+  std::string left_unchanged_because;
+  SignatureReport signature;        // of the input
+  SignatureReport signature_after;  // of the output, when it changed
+  std::vector<RuleViolation> loader_rules;  // of the input (core/format/loader_rules.h)
+  std::vector<EditRecord> edits;            // `edit`: each edit as applied, in order
+  bool changed = false;
+};
+
+struct MachOReport {
+  bool universal = false;
+  bool fat64 = false;
+  std::vector<SliceReport> slices;
+  std::vector<RuleViolation> loader_rules;  // the universal header's (slices carry their own)
+  bool changed = false;
+  size_t removed_count() const;
+  size_t removable_count() const;
+};
+
+struct RepairOptions {
+  PruneOptions prune;
+  EditOptions edit;  // `machofix edit`
+  bool sign_unsigned = false;   // --sign: add an ad hoc signature to unsigned slices
+  bool replace_identity = false;  // --adhoc: replace a Developer ID signature with an ad hoc one
+  // --resign-invalid: re-sign a slice whose input signature is invalid (a hash
+  // mismatch, a malformed signature) instead of refusing the file.
+  bool resign_invalid = false;
+  std::string identifier;         // --identifier for `sign`; empty: keep / derive
+  std::string file_name;          // names a new signature when the file has no install name
+  ByteProgress progress;          // the bytes copied, compared or written, for a progress line
+  // Re-reads every rewritten slice besides machofix (core/rewrite/second_reader.h): a rewrite
+  // without one fails. core/jobs/job.cc gives LIEF (core/lief/lief_check.h).
+  SecondReader second_reader;
+};
+
+struct MachORepair {
+  MachOReport report;
+  std::vector<uint8_t> output;  // the new file; equal to the input when nothing changed
+};
+
+// What inspect shows: analysis and plan per slice, signature checked; nothing rewritten.
+MachOReport inspect_macho(const Bytes& file, const RepairOptions& options = {});
+
+enum class RewriteKind { Prune, Sign, Edit };
+
+// A Mach-O file (thin or universal) read and judged, ready to be rewritten.
+//
+// The constructor takes every decision that refuses the file, for all slices before
+// any slice is rewritten, at about the cost of `machofix verify`: each 64-bit slice
+// is parsed, its input signature verified (once: the reports use that result), its
+// imports analyzed and, for prune, the removals planned. It throws an Error marked
+// as a refusal (Error::refusal()), naming the slice, when a slice
+//  - has an invalid signature (a page or special-slot hash mismatch, a malformed
+//    signature; the message names the first wrong page or slot and the Error
+//    carries its file offset), unless options.resign_invalid: re-signing would make
+//    a changed or corrupt file look valid;
+//  - is signed with an identity and would be re-signed, unless options.replace_identity.
+//  - (edit) has an edit that matches nothing or would duplicate an rpath (unless
+//    options.edit.unmatched_is_note), or load commands that no longer fit in the
+//    header padding.
+// run() then does the work: prune or edit, re-sign, re-read and verify every changed slice.
+class MachORewrite {
+ public:
+  MachORewrite(const Bytes& file, const RepairOptions& options, RewriteKind kind);
+  ~MachORewrite();
+  MachORewrite(MachORewrite&&) noexcept;
+  MachORewrite& operator=(MachORewrite&&) noexcept;
+
+  MachORepair run();  // once
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// prune + re-sign every slice; every rewrite is re-read and verified before returning.
+// MachORewrite in one go.
+MachORepair prune_macho(const Bytes& file, const RepairOptions& options);
+
+// `machofix edit`: install names and rpaths (options.edit), re-signed and verified.
+MachORepair edit_macho(const Bytes& file, const RepairOptions& options);
+
+// `machofix sign`: re-sign every slice (or add a signature), no pruning.
+MachORepair sign_macho(const Bytes& file, const RepairOptions& options);
+
+// What `verify` fails on, one line per problem, naming the slice: an invalid
+// signature (which page, which slot), or an unsigned arm64 slice, which cannot run.
+std::vector<std::string> signature_failures(const MachOReport& report);
+
+}  // namespace machofix
