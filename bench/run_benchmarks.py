@@ -178,18 +178,24 @@ def bench_refusals(machofix, work, sizes_kib, runs):
     return rows
 
 
-def bench_batch(machofix, pte_writer, work, count, runs):
-    tree = os.path.join(work, "batch")
-    sample = os.path.join(work, "sample")
+def model_tree(pte_writer, work, name, count, dylib_kib):
+    """A tree of `count` model directories, each the AOTI sample .pte and a dylib of
+    about `dylib_kib` KiB: the input of the batch parts."""
+    tree, sample = os.path.join(work, name), os.path.join(work, name + "-sample")
     subprocess.run([os.path.join(ROOT, "samples", "aoti_metal", "build.sh"), sample, pte_writer], check=True,
                    capture_output=True)
-    big = os.path.join(work, "batch-big.dylib")
-    subprocess.run([os.path.join(ROOT, "bench", "make_big_dylib.sh"), big, str(8 << 10)], check=True)
+    dylib = os.path.join(work, name + ".dylib")
+    subprocess.run([os.path.join(ROOT, "bench", "make_big_dylib.sh"), dylib, str(dylib_kib)], check=True)
     for index in range(count):
-        directory = os.path.join(tree, f"model{index:03d}")
+        directory = os.path.join(tree, f"model{index:04d}")
         os.makedirs(directory)
         shutil.copy(os.path.join(sample, "metal_model.pte"), directory)
-        shutil.copy(big, os.path.join(directory, "kernels.dylib"))
+        shutil.copy(dylib, os.path.join(directory, "kernels.dylib"))
+    return tree
+
+
+def bench_batch(machofix, pte_writer, work, count, runs):
+    tree = model_tree(pte_writer, work, "batch", count, 8 << 10)
     rows = []
     out = os.path.join(work, "batch-out")
     for jobs in (1, 2):
@@ -328,17 +334,7 @@ def bench_cost(machofix, pte_writer, work, sizes_kib, runs):
 
 def bench_many(machofix, pte_writer, work, count, runs):
     """Many small models: the AOTI sample .pte and a 100 KB dylib each, files per second."""
-    tree = os.path.join(work, "many")
-    sample = os.path.join(work, "many-sample")
-    subprocess.run([os.path.join(ROOT, "samples", "aoti_metal", "build.sh"), sample, pte_writer], check=True,
-                   capture_output=True)
-    small = os.path.join(work, "many-small.dylib")
-    subprocess.run([os.path.join(ROOT, "bench", "make_big_dylib.sh"), small, "100"], check=True)
-    for index in range(count):
-        directory = os.path.join(tree, f"model{index:04d}")
-        os.makedirs(directory)
-        shutil.copy(os.path.join(sample, "metal_model.pte"), directory)
-        shutil.copy(small, os.path.join(directory, "kernels.dylib"))
+    tree = model_tree(pte_writer, work, "many", count, 100)
     rows, out, single = [], os.path.join(work, "many-out"), None
     for jobs in (1, 2):
         [run] = timed(([machofix, "prune", "-q", tree, "-o", out, "--jobs", str(jobs)],
