@@ -79,12 +79,12 @@ void analyze_slice(const Bytes& slice, const RepairOptions& options) {
   SliceAnalysis analysis = analyze(image, scan);
   PrunePlan plan = plan_prune(image, analysis, options.prune);
   std::vector<uint8_t> after = apply_prune(image, scan, plan);
-  if (plan.left_unchanged_because.empty() && plan.removal_count() > 0) verify_prune(image, scan, plan, after, cross_check_with_lief);
+  if (plan.left_unchanged_because.empty() && plan.removal_count() > 0) verify_prune(image, scan, plan, Bytes(after), cross_check_with_lief);
   if (after.size() != slice.size()) invariant_failed("apply_prune", "the slice changed size");
   // --weak-link of every dependency it allows.
   WeakLinkPlan weak = plan_weak_link(image, scan, {"*"});
   std::vector<uint8_t> weakened = apply_weak_link(image, scan, weak.ordinals());
-  verify_weak_link(image, scan, weak.ordinals(), weakened, cross_check_with_lief);
+  verify_weak_link(image, scan, weak.ordinals(), Bytes(weakened), cross_check_with_lief);
 }
 
 template <typename F>
@@ -123,11 +123,11 @@ void run_macho(const uint8_t* data, size_t size) {
     if (!repair.report.changed) return;
     // What machofix writes, machofix must read back, and dyld must accept.
     try {
-      inspect_macho(Bytes(repair.output), options);
+      inspect_macho(repair.output.bytes(), options);
     } catch (const Error& error) {
       invariant_failed("prune_macho output is rejected by inspect_macho", error.describe());
     }
-    std::vector<RuleViolation> violations = check_image_rules(Bytes(repair.output));
+    std::vector<RuleViolation> violations = check_image_rules(repair.output.bytes());
     if (!violations.empty()) invariant_failed("prune_macho output breaks a loader rule", describe(violations.front()));
   });
   expect_error([&] { sign_macho(file, options); });

@@ -1,5 +1,9 @@
 #include "core/base/bytes.h"
 
+#include <algorithm>
+
+#include "core/base/mapped_pages.h"
+
 namespace machofix {
 
 uint64_t checked_add(uint64_t a, uint64_t b, uint64_t at, const char* what) {
@@ -119,22 +123,31 @@ std::vector<uint8_t> minimal_uleb(uint64_t value) {
   return out;
 }
 
-void put_bytes(std::vector<uint8_t>& out, uint64_t offset, const uint8_t* data, uint64_t length) {
+void put_bytes(MutableBytes out, uint64_t offset, const uint8_t* data, uint64_t length) {
   if (!fits(offset, length, out.size())) fail_at(offset, "internal error: write past the end of the output");
   if (length) std::memcpy(out.data() + offset, data, length);
 }
 
-void put_u8(std::vector<uint8_t>& out, uint64_t offset, uint8_t value) { put_bytes(out, offset, &value, 1); }
-void put_u16(std::vector<uint8_t>& out, uint64_t offset, uint16_t value) { put_bytes(out, offset, reinterpret_cast<uint8_t*>(&value), 2); }
-void put_u32(std::vector<uint8_t>& out, uint64_t offset, uint32_t value) { put_bytes(out, offset, reinterpret_cast<uint8_t*>(&value), 4); }
-void put_u64(std::vector<uint8_t>& out, uint64_t offset, uint64_t value) { put_bytes(out, offset, reinterpret_cast<uint8_t*>(&value), 8); }
-void put_be32(std::vector<uint8_t>& out, uint64_t offset, uint32_t value) { put_u32(out, offset, __builtin_bswap32(value)); }
-void put_be64(std::vector<uint8_t>& out, uint64_t offset, uint64_t value) { put_u64(out, offset, __builtin_bswap64(value)); }
+void put_u8(MutableBytes out, uint64_t offset, uint8_t value) { put_bytes(out, offset, &value, 1); }
+void put_u16(MutableBytes out, uint64_t offset, uint16_t value) { put_bytes(out, offset, reinterpret_cast<uint8_t*>(&value), 2); }
+void put_u32(MutableBytes out, uint64_t offset, uint32_t value) { put_bytes(out, offset, reinterpret_cast<uint8_t*>(&value), 4); }
+void put_u64(MutableBytes out, uint64_t offset, uint64_t value) { put_bytes(out, offset, reinterpret_cast<uint8_t*>(&value), 8); }
+void put_be32(MutableBytes out, uint64_t offset, uint32_t value) { put_u32(out, offset, __builtin_bswap32(value)); }
+void put_be64(MutableBytes out, uint64_t offset, uint64_t value) { put_u64(out, offset, __builtin_bswap64(value)); }
 
 std::optional<uint64_t> first_difference(const uint8_t* a, const uint8_t* b, uint64_t start, uint64_t end) {
-  if (end <= start || std::memcmp(a + start, b + start, end - start) == 0) return std::nullopt;
-  while (a[start] == b[start]) ++start;
-  return start;
+  constexpr uint64_t kChunk = uint64_t(8) << 20;
+  for (uint64_t at = start; at < end; at += kChunk) {
+    uint64_t length = std::min(kChunk, end - at);
+    if (same_file_bytes(a + at, b + at, length)) continue;
+    if (std::memcmp(a + at, b + at, length) != 0) {
+      while (a[at] == b[at]) ++at;
+      return at;
+    }
+    release_mapped_pages(a + at, length);  // a mapped input's pages go behind the pass
+    release_mapped_pages(b + at, length);
+  }
+  return std::nullopt;
 }
 
 }  // namespace machofix

@@ -113,19 +113,37 @@ std::vector<uint8_t> minimal_uleb(uint64_t value);
 
 // The first offset in [start, end) at which `a` and `b` differ, if any. memcmp first:
 // equal ranges, the usual case, cost one pass at memory speed. Both must hold `end` bytes.
+// Parts that map the same bytes of the same file (an OutputImage's borrowed middle and the
+// input it borrows from: core/base/mapped_pages.h) are equal without being read; the
+// pages of a mapped input are let go behind the pass.
 std::optional<uint64_t> first_difference(const uint8_t* a, const uint8_t* b, uint64_t start, uint64_t end);
 
+// A buffer we own and write (the output being built): a vector, or the image of a
+// slice being rewritten (core/base/output_image.h). A view: it does not resize.
+class MutableBytes {
+ public:
+  MutableBytes(uint8_t* data, uint64_t size) : data_(data), size_(size) {}
+  MutableBytes(std::vector<uint8_t>& v) : data_(v.data()), size_(v.size()) {}  // NOLINT: a vector is such a buffer
+  uint8_t* data() const { return data_; }
+  uint64_t size() const { return size_; }
+  Bytes bytes(uint64_t base) const { return Bytes(data_, size_, base); }
+
+ private:
+  uint8_t* data_;
+  uint64_t size_;
+};
+
 // Bounds-checked writes into a buffer we own (the output being built).
-void put_u8(std::vector<uint8_t>& out, uint64_t offset, uint8_t value);
-void put_u16(std::vector<uint8_t>& out, uint64_t offset, uint16_t value);
-void put_u32(std::vector<uint8_t>& out, uint64_t offset, uint32_t value);
-void put_u64(std::vector<uint8_t>& out, uint64_t offset, uint64_t value);
-void put_be32(std::vector<uint8_t>& out, uint64_t offset, uint32_t value);
-void put_be64(std::vector<uint8_t>& out, uint64_t offset, uint64_t value);
-void put_bytes(std::vector<uint8_t>& out, uint64_t offset, const uint8_t* data, uint64_t length);
+void put_u8(MutableBytes out, uint64_t offset, uint8_t value);
+void put_u16(MutableBytes out, uint64_t offset, uint16_t value);
+void put_u32(MutableBytes out, uint64_t offset, uint32_t value);
+void put_u64(MutableBytes out, uint64_t offset, uint64_t value);
+void put_be32(MutableBytes out, uint64_t offset, uint32_t value);
+void put_be64(MutableBytes out, uint64_t offset, uint64_t value);
+void put_bytes(MutableBytes out, uint64_t offset, const uint8_t* data, uint64_t length);
 // An on-disk structure written whole at `offset`.
 template <typename T>
-void put(std::vector<uint8_t>& out, uint64_t offset, const T& value) {
+void put(MutableBytes out, uint64_t offset, const T& value) {
   static_assert(kOnDiskStructure<T>, "declare the structure with core/base/endian.h's integers");
   put_bytes(out, offset, reinterpret_cast<const uint8_t*>(&value), sizeof value);
 }

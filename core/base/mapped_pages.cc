@@ -12,9 +12,19 @@ namespace machofix {
 
 namespace {
 
+struct Mapping {
+  const uint8_t* start;
+  uint64_t size;
+  int fd;
+  uint64_t file_offset;
+  bool holds(const uint8_t* data, uint64_t length) const {
+    return data >= start && length <= size && static_cast<uint64_t>(data - start) <= size - length;
+  }
+};
+
 struct Mappings {
   std::mutex mutex;
-  std::vector<std::pair<const uint8_t*, uint64_t>> ranges;  // start, size
+  std::vector<Mapping> ranges;
 };
 
 Mappings& mappings() {
@@ -22,26 +32,26 @@ Mappings& mappings() {
   return registered;
 }
 
-bool inside_a_mapping(const uint8_t* data, uint64_t length) {
+std::optional<Mapping> mapping_holding(const uint8_t* data, uint64_t length) {
   Mappings& all = mappings();
   std::lock_guard<std::mutex> lock(all.mutex);
-  return std::any_of(all.ranges.begin(), all.ranges.end(), [&](const auto& range) {
-    return data >= range.first && length <= range.second && static_cast<uint64_t>(data - range.first) <= range.second - length;
-  });
+  for (const Mapping& mapping : all.ranges)
+    if (mapping.holds(data, length)) return mapping;
+  return std::nullopt;
 }
 
 }  // namespace
 
-void register_read_only_mapping(const uint8_t* data, uint64_t size) {
+void register_read_only_mapping(const uint8_t* data, uint64_t size, int fd, uint64_t file_offset) {
   Mappings& all = mappings();
   std::lock_guard<std::mutex> lock(all.mutex);
-  all.ranges.emplace_back(data, size);
+  all.ranges.push_back({data, size, fd, file_offset});
 }
 
 void unregister_read_only_mapping(const uint8_t* data) {
   Mappings& all = mappings();
   std::lock_guard<std::mutex> lock(all.mutex);
-  all.ranges.erase(std::remove_if(all.ranges.begin(), all.ranges.end(), [&](const auto& range) { return range.first == data; }),
+  all.ranges.erase(std::remove_if(all.ranges.begin(), all.ranges.end(), [&](const Mapping& range) { return range.start == data; }),
                    all.ranges.end());
 }
 
@@ -50,8 +60,19 @@ void release_mapped_pages(const uint8_t* data, uint64_t length) {
   // Whole pages only: the pages at either end may hold bytes another pass still reads.
   uint64_t address = reinterpret_cast<uint64_t>(data);
   uint64_t start = (address + page - 1) / page * page, end = (address + length) / page * page;
-  if (end <= start || !inside_a_mapping(data, length)) return;
+  if (end <= start || !mapping_holding(data, length)) return;
   madvise(reinterpret_cast<void*>(start), end - start, MADV_DONTNEED);
+}
+
+std::optional<FileBehind> file_behind(const uint8_t* data, uint64_t length) {
+  std::optional<Mapping> mapping = mapping_holding(data, length);
+  if (!mapping || mapping->fd < 0) return std::nullopt;
+  return FileBehind{mapping->fd, mapping->file_offset + static_cast<uint64_t>(data - mapping->start)};
+}
+
+bool same_file_bytes(const uint8_t* a, const uint8_t* b, uint64_t length) {
+  std::optional<FileBehind> first = file_behind(a, length), second = file_behind(b, length);
+  return first && second && first->fd == second->fd && first->offset == second->offset;
 }
 
 }  // namespace machofix

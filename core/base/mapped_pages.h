@@ -9,11 +9,27 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 namespace machofix {
 
-void register_read_only_mapping(const uint8_t* data, uint64_t size);
+// `data` maps `size` bytes of the file open as `fd` from `file_offset` on (a page
+// boundary). The descriptor must stay open until the mapping is unregistered.
+void register_read_only_mapping(const uint8_t* data, uint64_t size, int fd, uint64_t file_offset = 0);
 void unregister_read_only_mapping(const uint8_t* data);
+
+// Where bytes that lie wholly in one registered mapping come from: the image of a
+// slice being rewritten maps them again, copy-on-write (core/base/output_image.h), instead
+// of copying them.
+struct FileBehind {
+  int fd = -1;
+  uint64_t offset = 0;  // of the first byte, in that file
+};
+std::optional<FileBehind> file_behind(const uint8_t* data, uint64_t length);
+
+// True when both ranges lie in registered mappings of the same open file at the same
+// offset: the same bytes, so equal without reading either (both are read-only).
+bool same_file_bytes(const uint8_t* a, const uint8_t* b, uint64_t length);
 
 // Drops this process's resident pages wholly inside [data, data + length), if that
 // range lies in a registered read-only mapping; otherwise does nothing. Only a hint.

@@ -12,11 +12,11 @@ void install(MemorySpoiler memory, FileSpoiler file) {
   file_spoiler = file;
 }
 
-const std::vector<uint8_t>& offer(ProofStep step, const std::vector<uint8_t>& bytes, std::vector<uint8_t>& copy) {
+Bytes offer(ProofStep step, const Bytes& bytes, std::vector<uint8_t>& copy) {
   if (!memory_spoiler) return bytes;
-  copy = bytes;
+  copy.assign(bytes.data(), bytes.data() + bytes.size());
   memory_spoiler(step, copy);
-  return copy;
+  return Bytes(copy, bytes.base());
 }
 
 void offer_file(ProofStep step, const std::string& path, uint64_t offset, uint64_t length) {

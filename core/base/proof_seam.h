@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "core/base/bytes.h"
+
 namespace machofix::seam {
 
 enum class ProofStep {
@@ -33,7 +35,7 @@ using FileSpoiler = void (*)(ProofStep step, const std::string& path, uint64_t o
 void install(MemorySpoiler memory, FileSpoiler file);
 
 // `bytes` itself, or a spoiled copy of them held in `copy` when a spoiler is installed.
-const std::vector<uint8_t>& offer(ProofStep step, const std::vector<uint8_t>& bytes, std::vector<uint8_t>& copy);
+Bytes offer(ProofStep step, const Bytes& bytes, std::vector<uint8_t>& copy);
 void offer_file(ProofStep step, const std::string& path, uint64_t offset, uint64_t length);
 
 }  // namespace machofix::seam

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/base/output_image.h"
 #include "core/format/codesign_format.h"
 #include "core/format/macho.h"
 
@@ -100,24 +101,31 @@ std::vector<std::string> verify_code_signature(const MachO& image);
 // slots of the blobs that are kept), in place. Refuses identity signatures.
 // codeLimit is set to the signature's offset; if that changes the number of pages
 // the CodeDirectory would have to grow, which this refuses (an Error).
-void renew_code_signature(std::vector<uint8_t>& slice, uint64_t file_offset);
+void renew_code_signature(MutableBytes slice, uint64_t file_offset);
 
 // Replaces an identity signature with an ad hoc one in the same space (--adhoc):
 // codesign's layout (CodeDirectories with CS_ADHOC and no team id, an empty
 // Requirements set, entitlements and other blobs kept, an empty CMS wrapper),
 // zero-padded to the old datasize. An Error if it does not fit.
-void replace_with_adhoc_signature(std::vector<uint8_t>& slice, uint64_t file_offset);
+void replace_with_adhoc_signature(MutableBytes slice, uint64_t file_offset);
 
 // For --resign-invalid on a signature too malformed to read (so it cannot be renewed
 // in its own structure): removes LC_CODE_SIGNATURE and the signature at the end of
-// __LINKEDIT, then adds a linker-style ad hoc one (add_adhoc_signature). Returns the
-// new slice; an Error when the signature is not the last thing in the slice.
-std::vector<uint8_t> replace_unreadable_signature(const MachO& image, const std::string& identifier);
+// __LINKEDIT, then adds a linker-style ad hoc one (add_adhoc_signature), in `slice`
+// (room: adhoc_signature_room); an Error when the signature is not the last thing in
+// the slice.
+void replace_unreadable_signature(OutputImage& slice, uint64_t file_offset, const std::string& identifier);
+std::vector<uint8_t> replace_unreadable_signature(const MachO& image, const std::string& identifier);  // on a copy
 
 // Adds a linker-style ad hoc signature (SHA-256, 4096-byte pages) to an unsigned
-// slice: grows __LINKEDIT and adds LC_CODE_SIGNATURE. Returns the new, larger slice.
+// slice: grows __LINKEDIT and the slice, within the room `slice` has
+// (adhoc_signature_room), and adds LC_CODE_SIGNATURE.
 // The signature is the one ld64.lld writes, byte for byte, for the same layout.
-std::vector<uint8_t> add_adhoc_signature(const MachO& image, const std::string& identifier);
+void add_adhoc_signature(OutputImage& slice, uint64_t file_offset, const std::string& identifier);
+std::vector<uint8_t> add_adhoc_signature(const MachO& image, const std::string& identifier);  // on a copy
+// How much an unsigned slice of `slice_size` bytes may grow when signed: the room an
+// OutputImage needs for add_adhoc_signature.
+uint64_t adhoc_signature_room(uint64_t slice_size, const std::string& identifier);
 
 // The identifier `sign` uses on an unsigned file: the install name's leaf, else the file name.
 std::string default_identifier(const MachO& image, const std::string& file_name);

@@ -29,8 +29,8 @@ static_assert(kLldBlobHeadersSize == 24 && kLldCodeDirectorySize == 88);
 CodeDirectoryHeader read_fixed_header(const Bytes& cd, uint32_t fixed_size);
 // Writes the first `fixed_size` bytes of `header` at `at`: a CodeDirectory of an
 // older version ends its header there.
-void put_fixed_header(std::vector<uint8_t>& out, uint64_t at, const CodeDirectoryHeader& header, uint32_t fixed_size);
-void put_string(std::vector<uint8_t>& out, uint64_t at, const std::string& value);
+void put_fixed_header(MutableBytes out, uint64_t at, const CodeDirectoryHeader& header, uint32_t fixed_size);
+void put_string(MutableBytes out, uint64_t at, const std::string& value);
 
 // ---------------------------------------------------------------------------
 // Where things are in the slice
@@ -52,7 +52,7 @@ struct ParsedSlice {
   MachO image;
   CodeSignature signature;
 };
-ParsedSlice read_signed_slice(const std::vector<uint8_t>& slice, uint64_t file_offset, const char* action);
+ParsedSlice read_signed_slice(const Bytes& slice, const char* action);
 
 // ---------------------------------------------------------------------------
 // The linker-style signature (codesign_write.cc), for codesign_attach.cc
@@ -67,7 +67,7 @@ LinkerSignatureLayout linker_layout(uint64_t linkedit_end, const std::string& id
 
 // Writes lld's signature at layout.offset of `slice`, which already holds the final
 // Mach-O up to there (headers included: they are hashed) and zeros after.
-void write_linker_signature(std::vector<uint8_t>& slice, const LinkerSignatureLayout& layout, const MachO& image,
+void write_linker_signature(MutableBytes slice, const LinkerSignatureLayout& layout, const MachO& image,
                             const std::string& identifier);
 
 }  // namespace machofix::cs

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/base/error.h"
+#include "core/base/proof_seam.h"
 #include "core/io/shared_extents.h"
 
 namespace machofix {
@@ -196,6 +197,43 @@ void CopyChecker::note_compared(const CopiedRange& range, std::unique_lock<std::
     release_pages(output_.data(), kept.out_at, kept.length);
   }
   lock.lock();
+}
+
+namespace {
+
+// Starts writing a copied chunk to disk now, so that commit()'s fsync has little
+// left to wait for. Only a hint.
+void start_writeback(int fd, uint64_t offset, uint64_t length) {
+#ifdef __linux__
+  sync_file_range(fd, static_cast<off_t>(offset), static_cast<off_t>(length), SYNC_FILE_RANGE_WRITE);
+#else
+  // macOS has no call that starts the writeback of a range without waiting for it
+  // (F_FULLFSYNC at commit does the whole flush).
+  (void)fd, (void)offset, (void)length;
+#endif
+}
+
+}  // namespace
+
+uint64_t copy_chunk_at(uint64_t at) {
+  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  return kCopyChunk - (at - at % page) % kCopyChunk;
+}
+
+void hand_to_checker(AtomicOutput& output, CopyChecker& checker, uint64_t out_at, uint64_t in_at, uint64_t length) {
+  if (output.durable()) start_writeback(checker.fd(), out_at, length);
+  seam::offer_file(seam::ProofStep::Copy, output.temp_path(), out_at, length);  // tests only
+  checker.submit({in_at, out_at, length});
+}
+
+void copy_and_check(int in_fd, AtomicOutput& output, CopyChecker& checker, uint64_t in_at, uint64_t out_at, uint64_t length,
+                    ProgressMeter* progress) {
+  for (uint64_t done = 0, part = 0; done < length; done += part) {
+    part = std::min(copy_chunk_at(out_at + done), length - done);
+    output.copy_from(in_fd, in_at + done, out_at + done, part);
+    hand_to_checker(output, checker, out_at + done, in_at + done, part);
+    if (progress) progress->add(part);
+  }
 }
 
 }  // namespace machofix

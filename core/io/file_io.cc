@@ -169,7 +169,7 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   void* mapped = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd_, 0);
   if (mapped == MAP_FAILED) system_error("cannot map", path);
   data_ = static_cast<const uint8_t*>(mapped);
-  register_read_only_mapping(data_, size_);
+  register_read_only_mapping(data_, size_, fd_);
 }
 
 MappedFile::~MappedFile() {

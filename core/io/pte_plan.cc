@@ -49,13 +49,13 @@ std::vector<BlobJob> rewrite_blobs(const Container& container, std::vector<Judge
     try {
       job.result = blob.rewrite();
       job.changed = job.result.output.size() != job.old_bytes.size() ||
-                    std::memcmp(job.result.output.data(), job.old_bytes.data(), job.old_bytes.size()) != 0;
+                    first_difference(job.result.output.data(), job.old_bytes.data(), 0, job.old_bytes.size());
       if (job.changed) require_blob_alone(container, blob.segment_index);
     } catch (Error& error) {
       throw error.in_part(blob_part(container, blob.segment_index));
     }
     job.old_sha256 = sha256_hex(job.old_bytes);
-    job.new_sha256 = job.changed ? sha256_hex(Bytes(job.result.output)) : job.old_sha256;
+    job.new_sha256 = job.changed ? sha256_hex(job.result.output.bytes()) : job.old_sha256;
     jobs.push_back(std::move(job));
   }
   return jobs;
@@ -176,14 +176,16 @@ void lay_out(const Container& container, Plan& plan) {
 
 // --- pieces ---------------------------------------------------------------------
 
-// The input from `start` replaced by `bytes`; copying resumes at `resume`, shifted
-// by `shift_after` (nullopt: the current shift).
+// The input from `start` replaced by `bytes` (or by a rewritten blob's `image`);
+// copying resumes at `resume`, shifted by `shift_after` (nullopt: the current shift).
 struct Edit {
   uint64_t start = 0;
   std::vector<uint8_t> bytes;
   uint64_t resume = 0;
   std::optional<int64_t> shift_after;
   std::string what;
+  const OutputImage* image = nullptr;
+  uint64_t size() const { return image ? image->size() : bytes.size(); }
 };
 
 std::vector<Edit> collect_edits(const Plan& plan) {
@@ -191,7 +193,7 @@ std::vector<Edit> collect_edits(const Plan& plan) {
   for (const BlobJob& job : plan.blobs) {
     if (!job.changed) continue;
     uint64_t start = job.old_bytes.base(), end = start + job.old_bytes.size();
-    Edit edit{start, job.result.output, end, std::nullopt, "segment " + std::to_string(job.segment_index)};
+    Edit edit{start, {}, end, std::nullopt, "segment " + std::to_string(job.segment_index), &job.result.output};
     for (const Relocation::Step& step : plan.relocation.steps) {
       if (step.resized_start != start) continue;
       edit.resume = step.resume;
@@ -203,7 +205,9 @@ std::vector<Edit> collect_edits(const Plan& plan) {
     edits.push_back({patch.at, patch.bytes, patch.at + patch.bytes.size(), std::nullopt, patch.what});
   std::sort(edits.begin(), edits.end(), [](const Edit& a, const Edit& b) { return a.start < b.start; });
   // The same bytes patched twice (a string two tables share) is one patch.
-  auto same = [](const Edit& a, const Edit& b) { return a.start == b.start && a.bytes == b.bytes && a.resume == b.resume; };
+  auto same = [](const Edit& a, const Edit& b) {
+    return a.start == b.start && a.bytes == b.bytes && a.resume == b.resume && a.image == b.image;
+  };
   edits.erase(std::unique(edits.begin(), edits.end(), same), edits.end());
   return edits;
 }
@@ -217,6 +221,18 @@ void add_bytes(std::vector<Piece>& pieces, uint64_t out_at, std::vector<uint8_t>
   if (length) pieces.push_back({out_at, length, std::nullopt, std::move(bytes)});
 }
 
+// A rewritten blob: what it borrows from the input (its code and data: core/base/output_image.h)
+// is copied from there, the rest (its load commands, __LINKEDIT, signature) written.
+void add_image(std::vector<Piece>& pieces, uint64_t out_at, const OutputImage& image) {
+  uint64_t position = 0;
+  for (const OutputImage::Borrowed& range : image.borrowed()) {
+    add_bytes(pieces, out_at + position, std::vector<uint8_t>(image.data() + position, image.data() + range.from));
+    add_copy(pieces, range.file_offset, out_at + range.from, range.size());
+    position = range.to;
+  }
+  add_bytes(pieces, out_at + position, std::vector<uint8_t>(image.data() + position, image.data() + image.size()));
+}
+
 void build_pieces(const Container& container, Plan& plan) {
   uint64_t cursor = 0;  // input
   int64_t shift = 0;
@@ -224,8 +240,9 @@ void build_pieces(const Container& container, Plan& plan) {
     if (edit.start < cursor)
       fail_at(edit.start, "internal error: the edit of " + edit.what + " overlaps an earlier edit (ending at " + hex(cursor) + ")");
     add_copy(plan.pieces, cursor, cursor + shift, edit.start - cursor);
-    uint64_t out_end = edit.start + shift + edit.bytes.size();
-    add_bytes(plan.pieces, edit.start + shift, std::move(edit.bytes));
+    uint64_t out_end = edit.start + shift + edit.size();
+    if (edit.image) add_image(plan.pieces, edit.start + shift, *edit.image);
+    else add_bytes(plan.pieces, edit.start + shift, std::move(edit.bytes));
     shift = edit.shift_after.value_or(shift);
     uint64_t resume_out = edit.resume + shift;
     if (resume_out < out_end) fail_at(edit.start, "internal error: the segment after " + edit.what + " would overlap it");

@@ -63,8 +63,8 @@ void check_blobs_after(const Container& before, const Container& after, const Pl
   for (const BlobJob& job : plan.blobs) {
     if (!job.changed) continue;
     Bytes written = after.segment_bytes(job.segment_index);
-    Bytes expected(job.result.output);
-    if (written.size() != expected.size() || std::memcmp(written.data(), expected.data(), expected.size()) != 0)
+    Bytes expected = job.result.output.bytes();
+    if (written.size() != expected.size() || first_difference(written.data(), expected.data(), 0, expected.size()))
       fail_at(written.base(), "segment " + std::to_string(job.segment_index) + " is not the rewritten Mach-O image");
     std::string hash = sha256_hex(written);
     for (size_t i = 0; i < after.named.size(); ++i) {

@@ -1,7 +1,6 @@
 // repair_pte's writing: the input copied to the output a chunk at a time (the kernel
 // copies; each chunk handed to the CopyChecker as soon as it is written), early while
 // the blobs are rewritten, and the new bytes written over it.
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,41 +12,6 @@
 namespace machofix::pte_internal {
 
 namespace {
-
-// Starts writing a copied chunk to disk now, so that commit()'s fsync has little
-// left to wait for. Only a hint.
-void start_writeback(int fd, uint64_t offset, uint64_t length) {
-#ifdef __linux__
-  sync_file_range(fd, static_cast<off_t>(offset), static_cast<off_t>(length), SYNC_FILE_RANGE_WRITE);
-#else
-  // macOS has no call that starts the writeback of a range without waiting for it
-  // (F_FULLFSYNC at commit does the whole flush).
-  (void)fd, (void)offset, (void)length;
-#endif
-}
-
-// Copies go a chunk at a time, so that the comparison of one chunk (copy_check.h)
-// runs while the next is copied and, for an in-place rewrite, each chunk's
-// writeback starts at once (the disk works meanwhile and commit()'s fsync has
-// little left to wait for).
-constexpr uint64_t kCopyChunk = 8ull << 20;
-
-// How much to copy from output offset `at`: up to the next multiple of kCopyChunk
-// (counted in whole pages, so a chunk that starts inside a page ends at the same
-// place in another page). The page cache then builds each 8 MiB block of the output
-// from a single copy_file_range call, in large folios; chunks that cut the blocks
-// elsewhere (a segment at 58352, say) made a 1 GiB .pte copy 25% slower.
-uint64_t copy_chunk_at(uint64_t at) {
-  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  return kCopyChunk - (at - at % page) % kCopyChunk;
-}
-
-// Hands a chunk just copied from in_at to out_at to `checker`.
-void hand_to_checker(AtomicOutput& output, CopyChecker& checker, uint64_t out_at, uint64_t in_at, uint64_t length) {
-  if (output.durable()) start_writeback(checker.fd(), out_at, length);
-  seam::offer_file(seam::ProofStep::Copy, output.temp_path(), out_at, length);  // tests only
-  checker.submit({in_at, out_at, length});
-}
 
 // Calls `chunk(out_at, in_at, length)` for each copy chunk of `piece`.
 template <typename OnChunk>

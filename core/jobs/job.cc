@@ -15,6 +15,7 @@
 #include "core/io/file_io.h"
 #include "core/lief/lief_check.h"
 #include "core/format/macho.h"
+#include "core/io/macho_write.h"
 #include "core/base/util.h"
 
 namespace machofix {
@@ -170,7 +171,7 @@ void run_macho(const MappedFile& input, Operation operation, const JobOptions& o
   if (target.empty() || (options.in_place && !changed)) return;
   progress.reach(kRewrittenPasses * input.size());
   Backup backup(target, options);
-  write_file_atomically(target, result.output, input.mode(), options.in_place, &progress);
+  write_macho_file(input, result.output, target, options.in_place, &progress);
   backup.keep_if(true, report);
   report.bytes_written = result.output.size();
 }

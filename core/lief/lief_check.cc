@@ -103,7 +103,7 @@ struct LiefView {
   std::vector<LiefSymbol> symbols;
 };
 
-LiefView read_with_lief(const std::vector<uint8_t>& slice) {
+LiefView read_with_lief(const Bytes& slice) {
   LiefView view;
   MachofixLiefVisitor visitor{
       &view,
@@ -188,7 +188,7 @@ std::string lief_reader_location() {
   return find_plugin(tried).value_or("not found (tried " + tried + ")");
 }
 
-void cross_check_with_lief(const std::vector<uint8_t>& slice, const MachO& ours, const ImportScan& scan) {
+void cross_check_with_lief(const Bytes& slice, const MachO& ours, const ImportScan& scan) {
   LiefView lief = read_with_lief(slice);
   compare_commands(lief, ours);
   if (ours.two_level()) compare_symbols(lief, ours, scan);

@@ -37,6 +37,6 @@ class LiefPreload {
   std::thread thread_;
 };
 
-void cross_check_with_lief(const std::vector<uint8_t>& slice, const MachO& ours, const ImportScan& scan);
+void cross_check_with_lief(const Bytes& slice, const MachO& ours, const ImportScan& scan);
 
 }  // namespace machofix

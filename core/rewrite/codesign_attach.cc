@@ -66,7 +66,7 @@ void require_vm_room(const MachO& image, const Segment& linkedit, uint64_t vmsiz
       fail("cannot add a signature: growing __LINKEDIT would overlap segment " + segment.name);
 }
 
-void grow_linkedit(std::vector<uint8_t>& out, const MachO& image, const Segment& linkedit, uint64_t new_end) {
+void grow_linkedit(MutableBytes out, const MachO& image, const Segment& linkedit, uint64_t new_end) {
   uint64_t file_size = new_end - linkedit.file_offset;
   uint64_t vmsize = new_linkedit_vmsize(image, linkedit, file_size);
   require_vm_room(image, linkedit, vmsize);
@@ -75,7 +75,7 @@ void grow_linkedit(std::vector<uint8_t>& out, const MachO& image, const Segment&
   put(out, command + offsetof(macho::SegmentCommand64, filesize), ul64(file_size));
 }
 
-void append_signature_command(std::vector<uint8_t>& out, const MachO& image, const LinkerSignatureLayout& layout) {
+void append_signature_command(MutableBytes out, const MachO& image, const LinkerSignatureLayout& layout) {
   macho::LinkeditDataCommand command;
   command.cmd = macho::LC_CODE_SIGNATURE;
   command.cmdsize = sizeof command;
@@ -90,7 +90,13 @@ void append_signature_command(std::vector<uint8_t>& out, const MachO& image, con
 
 }  // namespace
 
-std::vector<uint8_t> add_adhoc_signature(const MachO& image, const std::string& identifier) {
+uint64_t adhoc_signature_room(uint64_t slice_size, const std::string& identifier) {
+  LinkerSignatureLayout layout = linker_layout(slice_size, identifier);  // the __LINKEDIT data ends by the slice's end
+  return layout.offset + layout.size - slice_size;
+}
+
+void add_adhoc_signature(OutputImage& slice, uint64_t file_offset, const std::string& identifier) {
+  MachO image = parse_macho(slice.bytes(file_offset));  // a view of `slice`, which never moves
   if (image.code_signature.present) fail("the slice is already signed");
   if (identifier.empty() || identifier.find('\0') != std::string::npos)
     fail("the signature identifier must be a non-empty string without NUL bytes");
@@ -99,15 +105,21 @@ std::vector<uint8_t> add_adhoc_signature(const MachO& image, const std::string& 
   LinkerSignatureLayout layout = linker_layout(linkedit.file_offset + linkedit.file_size, identifier);
   if (layout.offset + layout.size > UINT32_MAX) fail("cannot add a signature: the slice would exceed 4 GiB");
 
-  std::vector<uint8_t> out(layout.offset + layout.size, 0);
-  put_bytes(out, 0, image.bytes.data(), image.bytes.size());
-  append_signature_command(out, image, layout);
-  grow_linkedit(out, image, linkedit, layout.offset + layout.size);
-  write_linker_signature(out, layout, image, identifier);
-  return out;
+  // Every value of `image` used below was parsed before the slice changes.
+  slice.resize(layout.offset + layout.size);
+  append_signature_command(slice, image, layout);
+  grow_linkedit(slice, image, linkedit, layout.offset + layout.size);
+  write_linker_signature(slice, layout, image, identifier);
 }
 
-std::vector<uint8_t> replace_unreadable_signature(const MachO& image, const std::string& identifier) {
+std::vector<uint8_t> add_adhoc_signature(const MachO& image, const std::string& identifier) {
+  OutputImage slice = OutputImage::copy_of(image.bytes, adhoc_signature_room(image.bytes.size(), identifier));
+  add_adhoc_signature(slice, image.bytes.base(), identifier);
+  return slice.to_vector();
+}
+
+void replace_unreadable_signature(OutputImage& slice, uint64_t file_offset, const std::string& identifier) {
+  MachO image = parse_macho(slice.bytes(file_offset));
   if (!image.code_signature_command) fail("the slice is not signed: no signature to replace");
   const Segment* linkedit = image.segment("__LINKEDIT");
   uint64_t dataoff = image.code_signature.offset;
@@ -124,14 +136,20 @@ std::vector<uint8_t> replace_unreadable_signature(const MachO& image, const std:
     fail("cannot replace the unreadable signature: the string table runs into it");
   // The slice up to the signature, __LINKEDIT ending there, without LC_CODE_SIGNATURE
   // (the commands after it move up; the freed bytes become zero header padding).
-  std::vector<uint8_t> stripped(image.bytes.data(), image.bytes.data() + dataoff);
   LoadCommandList commands(image);
   std::vector<uint8_t> segment = commands.bytes(linkedit->command_index);
   put_u64(segment, offsetof(macho::SegmentCommand64, filesize), dataoff - linkedit->file_offset);
   commands.replace(linkedit->command_index, std::move(segment));
   commands.remove(*image.code_signature_command);
-  commands.write(image, stripped);
-  return add_adhoc_signature(parse_macho(Bytes(stripped.data(), stripped.size(), image.bytes.base())), identifier);
+  slice.resize(dataoff);
+  commands.write(image, slice);
+  add_adhoc_signature(slice, file_offset, identifier);
+}
+
+std::vector<uint8_t> replace_unreadable_signature(const MachO& image, const std::string& identifier) {
+  OutputImage slice = OutputImage::copy_of(image.bytes, adhoc_signature_room(image.bytes.size(), identifier));
+  replace_unreadable_signature(slice, image.bytes.base(), identifier);
+  return slice.to_vector();
 }
 
 std::string default_identifier(const MachO& image, const std::string& file_name) {

@@ -28,7 +28,7 @@ std::vector<uint8_t> bytes_of(const T& structure) {
 // ---------------------------------------------------------------------------
 // Renewal: the same signature, every hash computed again
 
-void write_code_limit(std::vector<uint8_t>& slice, uint64_t cd_start, const CodeDirectory& directory, uint64_t limit) {
+void write_code_limit(MutableBytes slice, uint64_t cd_start, const CodeDirectory& directory, uint64_t limit) {
   if (directory.code_limit_64)
     put(slice, cd_start + offsetof(Cd, codeLimit64), ub64(limit));
   else
@@ -43,7 +43,7 @@ std::optional<std::vector<uint8_t>> special_slot_hash(const MachO& image, const 
   return std::vector<uint8_t>(hasher.size(), 0);
 }
 
-void renew_code_directory(std::vector<uint8_t>& slice, const MachO& image, const CodeSignature& signature,
+void renew_code_directory(MutableBytes slice, const MachO& image, const CodeSignature& signature,
                           const CodeDirectory& directory) {
   CdPlace place = place_of(signature, directory);
   uint64_t limit = signature.offset;  // the code ends where the signature starts
@@ -201,7 +201,7 @@ LinkerSignatureLayout linker_layout(uint64_t linkedit_end, const std::string& id
   return layout;
 }
 
-void write_linker_signature(std::vector<uint8_t>& slice, const LinkerSignatureLayout& layout, const MachO& image,
+void write_linker_signature(MutableBytes slice, const LinkerSignatureLayout& layout, const MachO& image,
                             const std::string& identifier) {
   const uint64_t at = layout.offset;
   SuperBlob superblob{};
@@ -239,18 +239,18 @@ void write_linker_signature(std::vector<uint8_t>& slice, const LinkerSignatureLa
   put_bytes(slice, at + layout.headers_size, hashes.data(), hashes.size());
 }
 
-void put_fixed_header(std::vector<uint8_t>& out, uint64_t at, const CodeDirectoryHeader& header, uint32_t fixed_size) {
+void put_fixed_header(MutableBytes out, uint64_t at, const CodeDirectoryHeader& header, uint32_t fixed_size) {
   if (fixed_size > sizeof header)
     fail("internal error: a CodeDirectory header of " + std::to_string(fixed_size) + " bytes");
   put_bytes(out, at, reinterpret_cast<const uint8_t*>(&header), fixed_size);
 }
 
-void put_string(std::vector<uint8_t>& out, uint64_t at, const std::string& value) {
+void put_string(MutableBytes out, uint64_t at, const std::string& value) {
   put_bytes(out, at, reinterpret_cast<const uint8_t*>(value.data()), value.size());
 }
 
-ParsedSlice read_signed_slice(const std::vector<uint8_t>& slice, uint64_t file_offset, const char* action) {
-  MachO image = parse_macho(Bytes(slice.data(), slice.size(), file_offset));
+ParsedSlice read_signed_slice(const Bytes& slice, const char* action) {
+  MachO image = parse_macho(slice);
   std::optional<CodeSignature> signature = read_code_signature(image);
   if (!signature) fail(std::string("the slice is not signed: nothing to ") + action);
   return {std::move(image), std::move(*signature)};
@@ -261,8 +261,8 @@ ParsedSlice read_signed_slice(const std::vector<uint8_t>& slice, uint64_t file_o
 // ---------------------------------------------------------------------------
 // Public API
 
-void renew_code_signature(std::vector<uint8_t>& slice, uint64_t file_offset) {
-  ParsedSlice parsed = read_signed_slice(slice, file_offset, "renew");
+void renew_code_signature(MutableBytes slice, uint64_t file_offset) {
+  ParsedSlice parsed = read_signed_slice(slice.bytes(file_offset), "renew");
   if (parsed.signature.has_identity)
     fail(
         "signed with an identity (Developer ID?): cannot be renewed; pass --adhoc to replace it with an ad hoc "
@@ -271,8 +271,8 @@ void renew_code_signature(std::vector<uint8_t>& slice, uint64_t file_offset) {
     renew_code_directory(slice, parsed.image, parsed.signature, directory);
 }
 
-void replace_with_adhoc_signature(std::vector<uint8_t>& slice, uint64_t file_offset) {
-  ParsedSlice parsed = read_signed_slice(slice, file_offset, "replace");
+void replace_with_adhoc_signature(MutableBytes slice, uint64_t file_offset) {
+  ParsedSlice parsed = read_signed_slice(slice.bytes(file_offset), "replace");
   const CodeSignature& signature = parsed.signature;
   // Blobs other than CodeDirectories, requirements and CMS (entitlements,
   // launch constraints) are kept as they are.

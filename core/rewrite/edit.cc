@@ -168,7 +168,7 @@ void verify_imports(const ImportScan& before, const ImportScan& after) {
 
 // The header's other fields and everything after the load-command area (the old one
 // or the new one, whichever is longer) must be exactly as they were.
-void verify_untouched(const MachO& before, uint64_t commands_end, uint64_t area_end, const std::vector<uint8_t>& after) {
+void verify_untouched(const MachO& before, uint64_t commands_end, uint64_t area_end, const Bytes& after) {
   auto compare = [&](uint64_t start, uint64_t end) {
     if (auto changed = first_difference(before.bytes.data(), after.data(), start, end))
       verification_failed("byte at slice offset " + hex(*changed) + " changed outside the load commands");
@@ -176,7 +176,7 @@ void verify_untouched(const MachO& before, uint64_t commands_end, uint64_t area_
   compare(0, offsetof(macho::MachHeader64, ncmds));
   compare(offsetof(macho::MachHeader64, flags), sizeof(macho::MachHeader64));
   for (uint64_t at = commands_end; at < area_end; ++at)
-    if (after[at] != 0) verification_failed("byte at slice offset " + hex(at) + " after the load commands is not zero");
+    if (after.data()[at] != 0) verification_failed("byte at slice offset " + hex(at) + " after the load commands is not zero");
   compare(area_end, after.size());
 }
 
@@ -206,18 +206,23 @@ WeakLinkEdit plan_weak_link_edit(const MachO& edited, const ImportScan& scan, co
   return stage;
 }
 
+void apply_edit(const MachO& image, const EditPlan& plan, MutableBytes out) {
+  if (out.size() != image.bytes.size()) fail("internal error: the output slice is not a copy of the input");
+  if (plan.changes()) plan.commands.write(image, out);
+}
+
 std::vector<uint8_t> apply_edit(const MachO& image, const EditPlan& plan) {
   std::vector<uint8_t> out(image.bytes.data(), image.bytes.data() + image.bytes.size());
-  if (plan.changes()) plan.commands.write(image, out);
+  apply_edit(image, plan, out);
   return out;
 }
 
-void verify_edit(const MachO& before, const ImportScan& before_scan, const EditPlan& plan, const std::vector<uint8_t>& after,
+void verify_edit(const MachO& before, const ImportScan& before_scan, const EditPlan& plan, const Bytes& output,
                  const SecondReader& second) {
+  Bytes after(output.data(), output.size(), before.bytes.base());
   if (after.size() != before.bytes.size()) verification_failed("the slice changed size");
   std::vector<uint8_t> spoiled_for_reread, spoiled_for_untouched, spoiled_for_lief;  // tests only (proof_seam.h)
-  const std::vector<uint8_t>& reread_bytes = seam::offer(seam::ProofStep::Reread, after, spoiled_for_reread);
-  MachO reread = parse_macho(Bytes(reread_bytes.data(), reread_bytes.size(), before.bytes.base()));
+  MachO reread = parse_macho(seam::offer(seam::ProofStep::Reread, after, spoiled_for_reread));
   ImportScan reread_scan = scan_imports(reread);
   verify_commands(plan, reread);
   verify_imports(before_scan, reread_scan);

@@ -77,12 +77,13 @@ WeakLinkEdit plan_weak_link_edit(const MachO& edited, const ImportScan& scan, co
 
 // The slice with the planned load commands; same size. Throws a refusal when the
 // commands do not fit in the header padding (room needed and available).
-std::vector<uint8_t> apply_edit(const MachO& image, const EditPlan& plan);
+void apply_edit(const MachO& image, const EditPlan& plan, MutableBytes out);  // `out` holds a copy of the slice
+std::vector<uint8_t> apply_edit(const MachO& image, const EditPlan& plan);  // on a copy
 
 // Re-reads `after`: its load commands must be exactly the planned ones, every import
 // bind as before (same ordinal, same symbol, same weakness), every byte outside the
 // load-command area unchanged, and `second` must agree.
-void verify_edit(const MachO& before, const ImportScan& before_scan, const EditPlan& plan, const std::vector<uint8_t>& after,
+void verify_edit(const MachO& before, const ImportScan& before_scan, const EditPlan& plan, const Bytes& after,
                  const SecondReader& second);
 
 }  // namespace machofix

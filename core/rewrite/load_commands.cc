@@ -86,7 +86,7 @@ void LoadCommandList::check_room(const MachO& image) const {
   }
 }
 
-void LoadCommandList::write(const MachO& image, std::vector<uint8_t>& out) const {
+void LoadCommandList::write(const MachO& image, MutableBytes out) const {
   check_room(image);
   uint64_t needed = sizeofcmds();
   uint64_t area = std::max<uint64_t>(needed, image.sizeofcmds);

@@ -45,7 +45,7 @@ class LoadCommandList {
   // Writes the area, ncmds and sizeofcmds into `out` (the slice's bytes): bytes the
   // area no longer covers become zero, like the rest of the padding. Throws an Error
   // marked as a refusal when the area does not fit before the first content.
-  void write(const MachO& image, std::vector<uint8_t>& out) const;
+  void write(const MachO& image, MutableBytes out) const;
 
  private:
   std::vector<std::vector<uint8_t>> commands_;

@@ -108,7 +108,7 @@ SliceReport describe_slice(const MachO& image, const SliceAnalysis& analysis, co
 
 struct SliceJob {
   SliceReport report;
-  std::vector<uint8_t> bytes;  // the new slice
+  OutputImage bytes;  // the new slice
 };
 
 // One slice of the input, read and judged (MachORewrite's first step).
@@ -127,6 +127,33 @@ struct JudgedSlice {
   bool weak_links = false;  // dylibs become weak or their imports are marked weak
   bool resigns = false;  // the signature is renewed, added or replaced
 };
+
+// Where a rewrite writes in a slice: the load-command area (up to the header padding's
+// end), the ordinal sites and weak-import flags, the signature, and __LINKEDIT, which
+// a new signature grows. The pages between are borrowed from the input (OutputImage): what
+// costs memory is the head and the tail, not the code and data.
+OutputImage output_image(const JudgedSlice& judged, uint64_t room) {
+  const MachO& image = *judged.image;
+  uint64_t tail_start = image.bytes.size();
+  if (const Segment* linkedit = image.segment("__LINKEDIT")) tail_start = std::min(tail_start, linkedit->file_offset);
+  if (image.code_signature.present) tail_start = std::min(tail_start, image.code_signature.offset);
+  for (const OrdinalSite& site : judged.scan.sites) tail_start = std::min(tail_start, site.offset);
+  for (const WeakMark& mark : judged.scan.weak_marks) tail_start = std::min(tail_start, mark.offset);
+  return OutputImage::borrowing(judged.bytes, header_padding_end(image), tail_start, room);
+}
+
+// The identifier a new signature gets: --identifier, else the install name's or the
+// file's name (empty for standard input).
+std::string signature_identifier(const MachO& image, const RepairOptions& options) {
+  return options.identifier.empty() ? default_identifier(image, options.file_name) : options.identifier;
+}
+
+// What a new signature may add to the slice (a renewal keeps its size).
+uint64_t signature_room(const JudgedSlice& judged, const RepairOptions& options) {
+  const MachO& image = *judged.image;
+  if (image.code_signature.present && !judged.input.read_error) return 0;
+  return adhoc_signature_room(image.bytes.size(), signature_identifier(image, options));
+}
 
 // The first problem of an invalid signature, as the refusal and the report name it.
 std::string first_problem(const InputSignature& input) {
@@ -157,8 +184,9 @@ void plan_weak_link_stage(JudgedSlice& judged, const EditOptions& options) {
   const MachO& image = *judged.image;
   WeakLinkEdit stage;
   if (judged.edits) {
-    std::vector<uint8_t> edited = apply_edit(image, *judged.edit);
-    MachO edited_image = parse_macho(Bytes(edited.data(), edited.size(), image.bytes.base()));
+    OutputImage edited = output_image(judged, 0);
+    apply_edit(image, *judged.edit, edited);
+    MachO edited_image = parse_macho(edited.bytes(image.bytes.base()));
     stage = plan_weak_link_edit(edited_image, scan_imports(edited_image), options);
   } else {
     stage = plan_weak_link_edit(image, judged.scan, options);
@@ -168,15 +196,23 @@ void plan_weak_link_stage(JudgedSlice& judged, const EditOptions& options) {
   judged.weak_links = !judged.weak_link.empty();
 }
 
-// The weak-link stage of rewrite_slice: on the re-read edited bytes (the load-command
-// edits may have moved every command), then its own proof.
-std::vector<uint8_t> weak_link_stage(const std::vector<uint8_t>& edited, uint64_t base, const std::vector<int>& ordinals,
-                                     const SecondReader& second) {
-  MachO image = parse_macho(Bytes(edited.data(), edited.size(), base));
-  ImportScan scan = scan_imports(image);
-  std::vector<uint8_t> linked = apply_weak_link(image, scan, ordinals);
-  verify_weak_link(image, scan, ordinals, linked, second);
-  return linked;
+// The weak-link stage of rewrite_slice, in `out`, then its own proof. After
+// load-command edits (which may have moved every command) it starts from the edited
+// slice: a second image of it is the "before" its proof compares with.
+void weak_link_stage(const JudgedSlice& judged, OutputImage& out, const SecondReader& second) {
+  const MachO& input = *judged.image;
+  uint64_t base = input.bytes.base();
+  if (!judged.edits) {
+    apply_weak_link(input, judged.scan, judged.weak_link, out);
+    verify_weak_link(input, judged.scan, judged.weak_link, out.bytes(base), second);
+    return;
+  }
+  OutputImage edited = output_image(judged, 0);
+  apply_edit(input, *judged.edit, edited);
+  MachO before = parse_macho(edited.bytes(base));
+  ImportScan scan = scan_imports(before);
+  apply_weak_link(before, scan, judged.weak_link, out);
+  verify_weak_link(before, scan, judged.weak_link, out.bytes(base), second);
 }
 
 // Everything but the rewriting: what `verify` costs, plus the import analysis.
@@ -224,7 +260,8 @@ JudgedSlice unsupported_slice(const Bytes& slice, const FatSlice& entry) {
   return judged;
 }
 
-std::vector<uint8_t> copy_of(const Bytes& bytes) { return std::vector<uint8_t>(bytes.data(), bytes.data() + bytes.size()); }
+// A slice that is not rewritten: borrowed whole from the input where it can be.
+OutputImage unchanged_image(const Bytes& bytes) { return OutputImage::borrowing(bytes, 0, bytes.size(), 0); }
 
 // A new signature is named after the install name, else the file name: standard
 // input has no file name.
@@ -237,22 +274,21 @@ const std::string& new_identifier(const std::string& identifier) {
 
 // Brings the signature of a rewritten (or, for `sign`, unchanged) slice up to date.
 // Returns the slice's new bytes, which are larger only when a signature was added.
-std::vector<uint8_t> update_signature(const JudgedSlice& judged, std::vector<uint8_t> bytes,
-                                      const RepairOptions& options, SliceReport& report) {
+void update_signature(const JudgedSlice& judged, OutputImage& bytes, const RepairOptions& options, SliceReport& report) {
   const MachO& image = *judged.image;
   const InputSignature& input = judged.input;
   uint64_t base = image.bytes.base();
-  std::string identifier = options.identifier.empty() ? default_identifier(image, options.file_name) : options.identifier;
+  std::string identifier = signature_identifier(image, options);
   if (!image.code_signature.present) {
     if (!options.sign_unsigned) {
       if (image.cputype == macho::CPU_TYPE_ARM64)
         report.warnings.push_back("unsigned arm64 slice left unsigned (it cannot run as is); pass --sign to sign it");
-      return bytes;
+      return;
     }
-    bytes = add_adhoc_signature(parse_macho(Bytes(bytes.data(), bytes.size(), base)), new_identifier(identifier));
+    add_adhoc_signature(bytes, base, new_identifier(identifier));
     report.signature_after.status = SignatureStatus::Added;
   } else if (input.read_error) {  // only with --resign-invalid: judge_slice refuses it otherwise
-    bytes = replace_unreadable_signature(parse_macho(Bytes(bytes.data(), bytes.size(), base)), new_identifier(identifier));
+    replace_unreadable_signature(bytes, base, new_identifier(identifier));
     report.signature_after.status = SignatureStatus::ReplacedAdHoc;
   } else if (input.signature->has_identity) {
     replace_with_adhoc_signature(bytes, base);
@@ -264,8 +300,7 @@ std::vector<uint8_t> update_signature(const JudgedSlice& judged, std::vector<uin
   // One verification of the new signature serves both the check and the report.
   SignatureStatus status = report.signature_after.status;
   std::vector<uint8_t> spoiled;  // tests only (proof_seam.h)
-  const std::vector<uint8_t>& signed_bytes = seam::offer(seam::ProofStep::Signature, bytes, spoiled);
-  report.signature_after = signature_report(parse_macho(Bytes(signed_bytes.data(), signed_bytes.size(), base)));
+  report.signature_after = signature_report(parse_macho(seam::offer(seam::ProofStep::Signature, bytes.bytes(base), spoiled)));
   if (report.signature_after.status != SignatureStatus::Valid)
     fail("the renewed signature does not verify, nothing written: " +
          (report.signature_after.problems.empty() ? std::string("unreadable") : report.signature_after.problems.front()));
@@ -274,32 +309,36 @@ std::vector<uint8_t> update_signature(const JudgedSlice& judged, std::vector<uin
     report.warnings.push_back("input signature was invalid (" + input.report.problems.front() +
                               "): re-signed because of --resign-invalid" +
                               (input.read_error ? ", with a new linker-style ad hoc signature" : ""));
-  return bytes;
 }
 
 // MachORewrite's second step for one slice.
 SliceJob rewrite_slice(JudgedSlice& judged, const RepairOptions& options) {
   SliceJob job{std::move(judged.report), {}};
   if (!judged.supported || !(judged.prunes || judged.resigns)) {
-    job.bytes = copy_of(judged.bytes);
+    job.bytes = unchanged_image(judged.bytes);
     return job;
   }
   const MachO& image = *judged.image;
-  job.bytes = judged.prunes ? apply_prune(image, judged.scan, judged.plan)
-              : judged.edits ? apply_edit(image, *judged.edit)
-                             : copy_of(judged.bytes);
-  if (judged.prunes) verify_prune(image, judged.scan, judged.plan, job.bytes, options.second_reader);
-  if (judged.edits) verify_edit(image, judged.scan, *judged.edit, job.bytes, options.second_reader);
-  if (judged.weak_links) job.bytes = weak_link_stage(job.bytes, image.bytes.base(), judged.weak_link, options.second_reader);
-  job.bytes = update_signature(judged, std::move(job.bytes), options, job.report);
+  uint64_t base = image.bytes.base();
+  job.bytes = output_image(judged, signature_room(judged, options));
+  if (judged.prunes) {
+    apply_prune(image, judged.scan, judged.plan, job.bytes);
+    verify_prune(image, judged.scan, judged.plan, job.bytes.bytes(base), options.second_reader);
+  }
+  if (judged.edits) {
+    apply_edit(image, *judged.edit, job.bytes);
+    verify_edit(image, judged.scan, *judged.edit, job.bytes.bytes(base), options.second_reader);
+  }
+  if (judged.weak_links) weak_link_stage(judged, job.bytes, options.second_reader);
+  update_signature(judged, job.bytes, options, job.report);
   job.report.changed = judged.prunes || job.bytes.size() != judged.bytes.size() ||
-                       std::memcmp(job.bytes.data(), judged.bytes.data(), job.bytes.size()) != 0;
+                       first_difference(job.bytes.data(), judged.bytes.data(), 0, job.bytes.size());
   if (judged.prunes)
     for (DylibReport& dylib : job.report.dylibs) dylib.removed = dylib.removable;
   if (job.report.changed) {
     std::vector<uint8_t> spoiled;  // tests only (proof_seam.h)
-    const std::vector<uint8_t>& checked = seam::offer(seam::ProofStep::LoaderRules, job.bytes, spoiled);
-    require_loader_rules(check_loader_rules(Bytes(checked, judged.bytes.base())), "the rewritten slice");
+    Bytes checked = seam::offer(seam::ProofStep::LoaderRules, job.bytes.bytes(base), spoiled);
+    require_loader_rules(check_loader_rules(checked), "the rewritten slice");
   }
   return job;
 }
@@ -308,27 +347,49 @@ bool is_64_bit(const FatSlice& entry) { return entry.cputype & macho::CPU_ARCH_A
 
 std::string slice_part(const FatSlice& entry) { return "slice " + cpu_name(entry.cputype, entry.cpusubtype); }
 
-// Universal files: slices that keep their size are patched where they are,
+// A universal file's output: every slice at its offset; between them the input's
+// bytes (same layout) or zeros after a new `header` (a new layout).
+OutputImage place_slices(const Bytes& file, const Universal& universal, const std::vector<SliceJob>& jobs,
+                   const std::optional<Bytes>& header) {
+  std::vector<size_t> order(jobs.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return universal.slices[a].offset < universal.slices[b].offset; });
+  uint64_t end = header ? 0 : file.size();
+  for (const FatSlice& entry : universal.slices) end = std::max(end, entry.offset + entry.size);
+  OutputImage output = OutputImage::zeroed(end);
+  uint64_t position = 0;
+  if (header) {
+    output.put_bytes_of(0, *header);
+    position = header->size();
+  }
+  for (size_t i : order) {
+    uint64_t offset = universal.slices[i].offset;
+    if (!header && offset > position) output.put_bytes_of(position, file.sub(position, offset - position, "universal file"));
+    output.put_image(offset, jobs[i].bytes);
+    position = std::max(position, offset + jobs[i].bytes.size());
+  }
+  if (!header && end > position) output.put_bytes_of(position, file.sub(position, end - position, "universal file"));
+  return output;
+}
+
+// Universal files: slices that keep their size are put back where they were,
 // otherwise the slices are laid out again.
 MachORepair assemble_universal(const Bytes& file, Universal universal, std::vector<SliceJob> jobs) {
   MachORepair result;
   result.report.universal = true;
   result.report.fat64 = universal.fat64;
-  result.output = copy_of(file);
   bool same_sizes = true;
   for (size_t i = 0; i < jobs.size(); ++i) same_sizes &= jobs[i].bytes.size() == universal.slices[i].size;
+  std::vector<uint8_t> header;
   if (!same_sizes) {
     std::vector<uint64_t> sizes;
     for (const SliceJob& job : jobs) sizes.push_back(job.bytes.size());
     layout_universal(universal, sizes);
-    uint64_t end = 0;
-    for (const FatSlice& entry : universal.slices) end = std::max(end, entry.offset + entry.size);
-    result.output.assign(end, 0);
-    std::vector<uint8_t> header = universal_header_bytes(universal);
-    put_bytes(result.output, 0, header.data(), header.size());
+    header = universal_header_bytes(universal);
   }
+  result.output = place_slices(file, universal, jobs, same_sizes ? std::nullopt : std::optional<Bytes>(Bytes(header)));
   for (size_t i = 0; i < jobs.size(); ++i) {
-    put_bytes(result.output, universal.slices[i].offset, jobs[i].bytes.data(), jobs[i].bytes.size());
     jobs[i].report.offset = universal.slices[i].offset;
     result.report.changed |= jobs[i].report.changed;
     result.report.slices.push_back(std::move(jobs[i].report));
@@ -336,8 +397,8 @@ MachORepair assemble_universal(const Bytes& file, Universal universal, std::vect
   // The slices passed on their own; a new layout must also place them as dyld requires.
   if (result.report.changed) {
     std::vector<uint8_t> spoiled;  // tests only (proof_seam.h)
-    const std::vector<uint8_t>& checked = seam::offer(seam::ProofStep::UniversalRules, result.output, spoiled);
-    require_loader_rules(check_image_rules(Bytes(checked)), "the rewritten file");
+    require_loader_rules(check_image_rules(seam::offer(seam::ProofStep::UniversalRules, result.output.bytes(), spoiled)),
+                         "the rewritten file");
   }
   return result;
 }

@@ -3,8 +3,10 @@
 //
 // This is what every front end calls: `inspect`/`prune` on a plain file, and the
 // .pte/.ptd rewriter for each embedded blob. Input is a read-only view of the whole
-// file (or blob); output is the complete new file in memory (Mach-O images are small
-// next to the model weights a .pte carries).
+// file (or blob); output is the complete new file as an Image (core/base/output_image.h):
+// what changed (load commands, __LINKEDIT, the signature) in memory, the code and
+// data between borrowed from the input file, so a rewrite costs memory for what it
+// changes, not for the size of the file.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "core/base/bytes.h"
+#include "core/base/output_image.h"
 #include "core/rewrite/edit.h"
 #include "core/format/loader_rules.h"
 #include "core/base/progress.h"
@@ -111,7 +114,7 @@ struct RepairOptions {
 
 struct MachORepair {
   MachOReport report;
-  std::vector<uint8_t> output;  // the new file; equal to the input when nothing changed
+  OutputImage output;  // the new file; equal to the input when nothing changed
 };
 
 // What inspect shows: analysis and plan per slice, signature checked; nothing rewritten.

@@ -122,7 +122,7 @@ std::vector<int> renumbering(const PrunePlan& plan) {
   return map;
 }
 
-void write_site(std::vector<uint8_t>& out, const OrdinalSite& site, int ordinal) {
+void write_site(MutableBytes out, const OrdinalSite& site, int ordinal) {
   switch (site.encoding) {
     case SiteEncoding::NDescHighByte:
     case SiteEncoding::Chained8:
@@ -145,7 +145,7 @@ void write_site(std::vector<uint8_t>& out, const OrdinalSite& site, int ordinal)
 
 // The removed dylibs' commands go; the ones after them move up and the freed bytes
 // become zero header padding (LoadCommandList writes the area, ncmds and sizeofcmds).
-void remove_commands(const MachO& image, const PrunePlan& plan, std::vector<uint8_t>& out) {
+void remove_commands(const MachO& image, const PrunePlan& plan, MutableBytes out) {
   std::set<size_t> removed;
   for (const DylibDecision& decision : plan.decisions)
     if (decision.remove) removed.insert(image.dylibs[decision.ordinal - 1].command_index);
@@ -158,7 +158,13 @@ void remove_commands(const MachO& image, const PrunePlan& plan, std::vector<uint
 
 std::vector<uint8_t> apply_prune(const MachO& image, const ImportScan& scan, const PrunePlan& plan) {
   std::vector<uint8_t> out(image.bytes.data(), image.bytes.data() + image.bytes.size());
-  if (!plan.left_unchanged_because.empty() || plan.removal_count() == 0) return out;
+  apply_prune(image, scan, plan, out);
+  return out;
+}
+
+void apply_prune(const MachO& image, const ImportScan& scan, const PrunePlan& plan, MutableBytes out) {
+  if (out.size() != image.bytes.size()) fail("internal error: the output slice is not a copy of the input");
+  if (!plan.left_unchanged_because.empty() || plan.removal_count() == 0) return;
   std::vector<int> map = renumbering(plan);
   for (const OrdinalSite& site : scan.sites) {
     if (site.ordinal <= 0 || site.encoding == SiteEncoding::OpcodeSpecial) continue;
@@ -169,7 +175,6 @@ std::vector<uint8_t> apply_prune(const MachO& image, const ImportScan& scan, con
     if (renumbered != site.ordinal) write_site(out, site, renumbered);
   }
   remove_commands(image, plan, out);
-  return out;
 }
 
 namespace {
@@ -208,7 +213,7 @@ void verify_imports(const MachO& before, const ImportScan& before_scan, const Ma
 // Every byte outside the load-command area and the ordinal sites must be untouched.
 // The allowed ranges are sorted and the gaps between them compared with memcmp, so
 // a 200 MB slice costs one pass at memory speed.
-void verify_untouched(const MachO& before, const ImportScan& scan, const std::vector<uint8_t>& after) {
+void verify_untouched(const MachO& before, const ImportScan& scan, const Bytes& after) {
   std::vector<std::pair<uint64_t, uint64_t>> allowed{
       {offsetof(macho::MachHeader64, ncmds), sizeof(macho::MachHeader64) + before.sizeofcmds}};  // ncmds onwards
   for (const OrdinalSite& site : scan.sites) allowed.emplace_back(site.offset, site.offset + site.length);
@@ -228,11 +233,11 @@ void verify_untouched(const MachO& before, const ImportScan& scan, const std::ve
 }  // namespace
 
 void verify_prune(const MachO& before, const ImportScan& before_scan, const PrunePlan& plan,
-                  const std::vector<uint8_t>& after, const SecondReader& second) {
+                  const Bytes& output, const SecondReader& second) {
+  Bytes after(output.data(), output.size(), before.bytes.base());
   if (after.size() != before.bytes.size()) verification_failed("the slice changed size");
   std::vector<uint8_t> spoiled_for_reread, spoiled_for_untouched, spoiled_for_lief;  // tests only (proof_seam.h)
-  const std::vector<uint8_t>& reread_bytes = seam::offer(seam::ProofStep::Reread, after, spoiled_for_reread);
-  MachO reread = parse_macho(Bytes(reread_bytes.data(), reread_bytes.size(), before.bytes.base()));
+  MachO reread = parse_macho(seam::offer(seam::ProofStep::Reread, after, spoiled_for_reread));
   ImportScan reread_scan = scan_imports(reread);
   verify_dylibs(before, plan, reread);
   verify_imports(before, before_scan, reread, reread_scan);

@@ -62,13 +62,15 @@ PrunePlan plan_prune(const MachO& image, const SliceAnalysis& analysis, const Pr
 
 // The slice with the planned dylib commands removed and every ordinal renumbered.
 // Same size as the input; only the load-command area and ordinal bytes differ.
-std::vector<uint8_t> apply_prune(const MachO& image, const ImportScan& scan, const PrunePlan& plan);
+// In place: `out` holds a copy of the slice (an OutputImage: core/base/output_image.h).
+void apply_prune(const MachO& image, const ImportScan& scan, const PrunePlan& plan, MutableBytes out);
+std::vector<uint8_t> apply_prune(const MachO& image, const ImportScan& scan, const PrunePlan& plan);  // on a copy
 
 // Re-reads `after` and fails unless its dylibs are exactly the kept ones and every
 // import binds to the same install name (or the same special ordinal) as before,
 // and no byte outside the load commands and the ordinal sites changed; then `second`
 // must read it as we do.
 void verify_prune(const MachO& before, const ImportScan& before_scan, const PrunePlan& plan,
-                  const std::vector<uint8_t>& after, const SecondReader& second);
+                  const Bytes& after, const SecondReader& second);
 
 }  // namespace machofix

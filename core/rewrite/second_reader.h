@@ -16,7 +16,7 @@
 
 namespace machofix {
 
-using SecondReader = std::function<void(const std::vector<uint8_t>& slice, const MachO& ours, const ImportScan& scan)>;
+using SecondReader = std::function<void(const Bytes& slice, const MachO& ours, const ImportScan& scan)>;
 
 // The reader, or an internal error when the caller gave none: a rewrite is never
 // written unproven.

@@ -155,10 +155,16 @@ WeakLinkPlan plan_weak_link(const MachO& image, const ImportScan& scan, const st
 }
 
 std::vector<uint8_t> apply_weak_link(const MachO& image, const ImportScan& scan, const std::vector<int>& ordinals) {
+  std::vector<uint8_t> out(image.bytes.data(), image.bytes.data() + image.bytes.size());
+  apply_weak_link(image, scan, ordinals, out);
+  return out;
+}
+
+void apply_weak_link(const MachO& image, const ImportScan& scan, const std::vector<int>& ordinals, MutableBytes out) {
+  if (out.size() != image.bytes.size()) fail("internal error: the output slice is not a copy of the input");
   for (int ordinal : ordinals)
     if (std::string reason = weak_link_refusal(image, scan, ordinal); !reason.empty())
       fail("cannot weak-link " + resolve_ordinal(image, ordinal) + ": " + reason);
-  std::vector<uint8_t> out(image.bytes.data(), image.bytes.data() + image.bytes.size());
   for (int ordinal : ordinals) {
     const Dylib& dylib = image.dylibs[ordinal - 1];
     // dylib_command is the same struct under both command values: only `cmd` changes.
@@ -168,7 +174,6 @@ std::vector<uint8_t> apply_weak_link(const MachO& image, const ImportScan& scan,
   Targets targets(scan, ordinals);
   for (const WeakMark& mark : scan.weak_marks)
     if (targets.covers(mark)) put_u8(out, mark.offset, image.bytes.u8(mark.offset, "weak-import flag") | mark.bit);
-  return out;
 }
 
 namespace {
@@ -211,7 +216,7 @@ void verify_weakness(const char* what, const std::vector<Entry>& before, const s
 
 // Every byte equals the input's, except the edited ones, which equal what they must be.
 // The gaps between edits are compared with memcmp: one pass at memory speed.
-void verify_untouched(const MachO& before, const ImportScan& scan, const Targets& targets, const std::vector<uint8_t>& after) {
+void verify_untouched(const MachO& before, const ImportScan& scan, const Targets& targets, const Bytes& after) {
   std::map<uint64_t, uint8_t> edits;
   for (const Dylib& dylib : before.dylibs)
     if (targets.has(dylib.ordinal) && dylib.kind == DylibKind::Load)
@@ -226,8 +231,8 @@ void verify_untouched(const MachO& before, const ImportScan& scan, const Targets
   };
   for (const auto& [offset, expected] : edits) {
     compare_until(offset);
-    if (after[offset] != expected)
-      verification_failed("byte at slice offset " + hex(offset) + " is " + hex(after[offset]) + ", the weak link makes it " +
+    if (after.u8(offset) != expected)
+      verification_failed("byte at slice offset " + hex(offset) + " is " + hex(after.u8(offset)) + ", the weak link makes it " +
                           hex(expected));
     position = offset + 1;
   }
@@ -237,15 +242,15 @@ void verify_untouched(const MachO& before, const ImportScan& scan, const Targets
 }  // namespace
 
 void verify_weak_link(const MachO& before, const ImportScan& before_scan, const std::vector<int>& ordinals,
-                      const std::vector<uint8_t>& after, const SecondReader& second) {
+                      const Bytes& output, const SecondReader& second) {
+  Bytes after(output.data(), output.size(), before.bytes.base());
   if (after.size() != before.bytes.size()) verification_failed("the slice changed size");
   for (int ordinal : ordinals)
     if (ordinal < 1 || static_cast<size_t>(ordinal) > before.dylibs.size())
       verification_failed("no dependent dylib has ordinal " + std::to_string(ordinal));
   Targets targets(before_scan, ordinals);
   std::vector<uint8_t> spoiled_for_reread, spoiled_for_untouched, spoiled_for_lief;  // tests only (proof_seam.h)
-  const std::vector<uint8_t>& reread_bytes = seam::offer(seam::ProofStep::Reread, after, spoiled_for_reread);
-  MachO reread = parse_macho(Bytes(reread_bytes.data(), reread_bytes.size(), before.bytes.base()));
+  MachO reread = parse_macho(seam::offer(seam::ProofStep::Reread, after, spoiled_for_reread));
   ImportScan reread_scan = scan_imports(reread);
   verify_dylibs(before, targets, reread);
   verify_weakness("imports", before_scan.imports, reread_scan.imports, before, reread, targets);

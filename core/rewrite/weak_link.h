@@ -75,7 +75,8 @@ std::string weak_link_refusal(const MachO& image, const ImportScan& scan, int or
 // The slice with the dylibs of `ordinals` weak-linked: same size, only the command
 // words and the weak bits differ. Fails (Error) for an ordinal that does not exist or
 // that weak_link_refusal() refuses; nothing else is checked here (verify does that).
-std::vector<uint8_t> apply_weak_link(const MachO& image, const ImportScan& scan, const std::vector<int>& ordinals);
+void apply_weak_link(const MachO& image, const ImportScan& scan, const std::vector<int>& ordinals, MutableBytes out);
+std::vector<uint8_t> apply_weak_link(const MachO& image, const ImportScan& scan, const std::vector<int>& ordinals);  // on a copy
 
 // Re-reads `after` with machofix's reader and fails (Error, "nothing written") unless
 // the dylibs of `ordinals` are LC_LOAD_WEAK_DYLIB, every import from them is marked
@@ -83,6 +84,6 @@ std::vector<uint8_t> apply_weak_link(const MachO& image, const ImportScan& scan,
 // byte differs from `before` but those command words and weak bits; then the second
 // reader must read it as we do (`second`: core/rewrite/second_reader.h).
 void verify_weak_link(const MachO& before, const ImportScan& before_scan, const std::vector<int>& ordinals,
-                      const std::vector<uint8_t>& after, const SecondReader& second);
+                      const Bytes& after, const SecondReader& second);
 
 }  // namespace machofix

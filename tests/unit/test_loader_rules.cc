@@ -610,10 +610,10 @@ TEST_CASE("a universal rewrite that lays slices out again keeps arm64 slices on 
   REQUIRE(check_image_rules(Bytes(fat)).empty());
   MachORepair signed_fat = sign_macho(Bytes(fat), test::checked());  // both slices grow by a signature
   REQUIRE(signed_fat.report.changed);
-  Universal after = parse_universal(Bytes(signed_fat.output));
+  Universal after = parse_universal(signed_fat.output.bytes());
   CHECK(after.slices[1].offset % 0x4000 == 0);
   CHECK(after.slices[1].align == 12);  // the header keeps what it said
-  std::vector<RuleViolation> violations = check_image_rules(Bytes(signed_fat.output));
+  std::vector<RuleViolation> violations = check_image_rules(signed_fat.output.bytes());
   INFO(listing(violations));
   CHECK(violations.empty());
 }

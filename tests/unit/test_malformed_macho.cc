@@ -44,7 +44,7 @@ Outcome run(const std::vector<uint8_t>& bytes, uint64_t base = 0) {
     SliceAnalysis analysis = analyze(image, scan);
     PrunePlan plan = plan_prune(image, analysis, {});
     std::vector<uint8_t> after = apply_prune(image, scan, plan);
-    if (plan.removal_count()) verify_prune(image, scan, plan, after, cross_check_with_lief);
+    if (plan.removal_count()) verify_prune(image, scan, plan, Bytes(after), cross_check_with_lief);
     outcome.ok = true;
     outcome.described = "success";
   } catch (const Error& error) {

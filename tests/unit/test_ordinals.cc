@@ -64,12 +64,12 @@ Pruned prune(const Image& image, const PruneOptions& options = {}) {
   result.analysis = analyze(result.before, result.scan);
   result.plan = plan_prune(result.before, result.analysis, options);
   result.after = apply_prune(result.before, result.scan, result.plan);
-  if (result.plan.removal_count()) verify_prune(result.before, result.scan, result.plan, result.after, cross_check_with_lief);
+  if (result.plan.removal_count()) verify_prune(result.before, result.scan, result.plan, Bytes(result.after), cross_check_with_lief);
 
   RepairOptions repair = test::checked();
   repair.prune = options;
   MachORepair whole = prune_macho(image.view(), repair);
-  CHECK(whole.output == result.after);
+  CHECK(whole.output.to_vector() == result.after);
   CHECK(whole.report.removed_count() == result.plan.removal_count());
   CHECK(whole.report.changed == (result.plan.removal_count() > 0));
   return result;
@@ -431,7 +431,7 @@ TEST_CASE("a file with more than 255 load commands can be pruned and verified") 
   ImportScan scan = scan_imports(before);
   PrunePlan plan = plan_prune(before, analyze(before, scan), only_numbered({2, 3}));
   std::vector<uint8_t> after = apply_prune(before, scan, plan);
-  CHECK_NOTHROW(verify_prune(before, scan, plan, after, cross_check_with_lief));
+  CHECK_NOTHROW(verify_prune(before, scan, plan, Bytes(after), cross_check_with_lief));
 }
 
 TEST_CASE("chained fixups: special ordinals are never touched") {
@@ -680,7 +680,7 @@ TEST_CASE("prune_macho on an unsigned slice reports the removal and leaves the s
 
   std::vector<uint8_t> expected = without_dylibs(image, {2});
   write_u8(expected, image.symbol_offsets[1] + 7, 2);
-  CHECK(first_difference(repair.output, expected) == "identical");
+  CHECK(first_difference(repair.output.to_vector(), expected) == "identical");
 }
 
 TEST_CASE("prune_macho: an unsigned x86_64 slice gets no signature warning") {

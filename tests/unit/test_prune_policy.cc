@@ -111,7 +111,7 @@ TEST_CASE("default policy: kept re-exported and upward dylibs are renumbered aro
                     .build();
   Planned planned = plan_for(image);
   std::vector<uint8_t> after = apply_prune(planned.image, planned.scan, planned.plan);
-  verify_prune(planned.image, planned.scan, planned.plan, after, cross_check_with_lief);
+  verify_prune(planned.image, planned.scan, planned.plan, Bytes(after), cross_check_with_lief);
   MachO reread = parse_macho(Bytes(after));
   REQUIRE(reread.dylibs.size() == 4);
   CHECK(reread.dylibs[1].kind == DylibKind::Reexport);
@@ -150,7 +150,7 @@ TEST_CASE("default policy: never removes the last dependency") {
     Image image = MachOBuilder().load_dylib("/usr/lib/liba.dylib").load_dylib(kSystem).build();
     Planned planned = plan_for(image);
     std::vector<uint8_t> after = apply_prune(planned.image, planned.scan, planned.plan);
-    verify_prune(planned.image, planned.scan, planned.plan, after, cross_check_with_lief);
+    verify_prune(planned.image, planned.scan, planned.plan, Bytes(after), cross_check_with_lief);
     MachO reread = parse_macho(Bytes(after));
     REQUIRE(reread.dylibs.size() == 1);
     CHECK(reread.dylibs[0].install_name == kSystem);
@@ -255,7 +255,7 @@ TEST_CASE("flat namespace (MH_TWOLEVEL clear): the file is left unchanged, with 
   CHECK(apply_prune(planned.image, planned.scan, planned.plan) == image.bytes);
 
   MachORepair repair = prune_macho(image.view(), test::checked());
-  CHECK(repair.output == image.bytes);
+  CHECK(repair.output.to_vector() == image.bytes);
   CHECK_FALSE(repair.report.changed);
   REQUIRE(repair.report.slices.size() == 1);
   CHECK(contains(repair.report.slices[0].left_unchanged_because, "flat namespace"));
@@ -282,7 +282,7 @@ TEST_CASE("LC_LAZY_LOAD_DYLIB: the file is left unchanged, with the reason") {
   CHECK(apply_prune(planned.image, planned.scan, planned.plan) == image.bytes);
 
   MachORepair repair = prune_macho(image.view(), test::checked());
-  CHECK(repair.output == image.bytes);
+  CHECK(repair.output.to_vector() == image.bytes);
   CHECK_FALSE(repair.report.changed);
   CHECK(contains(repair.report.slices.at(0).left_unchanged_because, "LC_LAZY_LOAD_DYLIB"));
 }
@@ -385,7 +385,7 @@ TEST_CASE("-undefined dynamic_lookup: flat-lookup imports (ordinal -2) do not ma
     CHECK(planned.removes(kTorch));
     CHECK(planned.analysis.flat_lookup_imports == 2);  // _at_tensor and _at_empty, each found twice (bind + n_desc)
     std::vector<uint8_t> after = apply_prune(planned.image, planned.scan, planned.plan);
-    verify_prune(planned.image, planned.scan, planned.plan, after, cross_check_with_lief);
+    verify_prune(planned.image, planned.scan, planned.plan, Bytes(after), cross_check_with_lief);
   }
   SUBCASE("chained fixups 0xfe and 0xfffe") {
     for (uint32_t format : {macho::DYLD_CHAINED_IMPORT, macho::DYLD_CHAINED_IMPORT_ADDEND64}) {

@@ -125,10 +125,11 @@ const BlobRewriter kPrune = macho_rewriter(RewriteKind::Prune);
 // A stand-in for prune_macho: flips a byte, then grows (0xee bytes) or shrinks.
 BlobRewriter resize_by(int64_t delta) {
   return in_second_step([delta](const Bytes& blob, const RepairOptions&) {
+    std::vector<uint8_t> output(blob.data(), blob.data() + blob.size());
+    output[64] ^= 0x5a;
+    output.resize(static_cast<size_t>(static_cast<int64_t>(blob.size()) + delta), 0xee);
     MachORepair repair;
-    repair.output.assign(blob.data(), blob.data() + blob.size());
-    repair.output[64] ^= 0x5a;
-    repair.output.resize(static_cast<size_t>(static_cast<int64_t>(blob.size()) + delta), 0xee);
+    repair.output = OutputImage::copy_of(Bytes(output));
     repair.report.changed = true;
     return repair;
   });
@@ -137,7 +138,7 @@ BlobRewriter resize_by(int64_t delta) {
 BlobRewriter unchanged() {
   return in_second_step([](const Bytes& blob, const RepairOptions&) {
     MachORepair repair;
-    repair.output.assign(blob.data(), blob.data() + blob.size());
+    repair.output = OutputImage::copy_of(blob);
     return repair;
   });
 }
@@ -190,7 +191,7 @@ void check_rewrite(const std::vector<uint8_t>& input, const Rewrite& rewrite, co
     CHECK(lowest_bit(new_bytes.base()) >= kept_alignment);
     if (std::count(macho.begin(), macho.end(), i)) {
       MachORepair expected = rewriter(old_bytes, pte_internal::blob_options(before, i, options))();
-      CHECK(std::vector<uint8_t>(new_bytes.data(), new_bytes.data() + new_bytes.size()) == expected.output);
+      CHECK(std::vector<uint8_t>(new_bytes.data(), new_bytes.data() + new_bytes.size()) == expected.output.to_vector());
       continue;
     }
     bool is_payload = false;
@@ -330,7 +331,7 @@ TEST_CASE("sample metal_hashkeys.pte: libomp removed, so key renewed in NamedDat
 
   std::vector<uint8_t> old_blob = slice(input, kBlobAt, kBlobSize), new_blob = slice(rewrite.output, kBlobAt, kBlobSize);
   MachORepair expected = prune_macho(Bytes(old_blob.data(), old_blob.size(), kBlobAt), test::checked());
-  CHECK(new_blob == expected.output);
+  CHECK(new_blob == expected.output.to_vector());
   CHECK(new_blob != old_blob);
   std::string old_hash = sha256_hex(Bytes(old_blob)), new_hash = sha256_hex(Bytes(new_blob));
   CHECK(text_at(input, kKeyAt, 72) == old_hash + "_so_blob");
@@ -374,7 +375,7 @@ TEST_CASE("sample metal_methodkeys.pte: libomp removed, keys unchanged, nothing 
   Rewrite rewrite = rewrite_file(input, kPrune);
   REQUIRE(rewrite.output.size() == input.size());
   std::vector<uint8_t> old_blob = slice(input, kBlobAt, kBlobSize), new_blob = slice(rewrite.output, kBlobAt, kBlobSize);
-  CHECK(new_blob == prune_macho(Bytes(old_blob.data(), old_blob.size(), kBlobAt), test::checked()).output);
+  CHECK(new_blob == prune_macho(Bytes(old_blob.data(), old_blob.size(), kBlobAt), test::checked()).output.to_vector());
   CHECK(new_blob != old_blob);
   for (uint64_t i = 0; i < input.size(); ++i)
     if ((i < kBlobAt || i >= kBlobAt + kBlobSize) && input[i] != rewrite.output[i]) FAIL_CHECK("byte " << hex(i) << " changed");

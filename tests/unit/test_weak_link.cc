@@ -45,7 +45,7 @@ WeakLinked weak_link(const Image& image, const std::vector<std::string>& globs) 
   result.scan = scan_imports(result.before);
   result.plan = plan_weak_link(result.before, result.scan, globs);
   result.after = apply_weak_link(result.before, result.scan, result.plan.ordinals());
-  verify_weak_link(result.before, result.scan, result.plan.ordinals(), result.after, cross_check_with_lief);
+  verify_weak_link(result.before, result.scan, result.plan.ordinals(), Bytes(result.after), cross_check_with_lief);
   return result;
 }
 
@@ -288,11 +288,11 @@ TEST_SUITE("weak link") {
     MachO image = parse_macho(built.image.view());
     ImportScan scan = scan_imports(image);
     std::vector<uint8_t> good = expected_dyld_info(built);
-    verify_weak_link(image, scan, {2}, good, cross_check_with_lief);
+    verify_weak_link(image, scan, {2}, Bytes(good), cross_check_with_lief);
 
     auto refused = [&](std::vector<uint8_t> output, const char* why) {
       CAPTURE(why);
-      CHECK_THROWS_WITH_AS(verify_weak_link(image, scan, {2}, output, cross_check_with_lief), doctest::Contains("nothing written"), Error);
+      CHECK_THROWS_WITH_AS(verify_weak_link(image, scan, {2}, Bytes(output), cross_check_with_lief), doctest::Contains("nothing written"), Error);
     };
     std::vector<uint8_t> spoiled = good;
     spoiled[built.image.symbol_offsets[0] + offsetof(macho::Nlist64, n_desc)] &= ~N_WEAK_REF;

@@ -40,7 +40,7 @@ int run(const std::string& input, const std::string& output, const std::vector<s
   if (plan.refuses_any() || !plan.unmatched_globs.empty()) return 2;
   std::vector<int> ordinals = plan.ordinals();
   std::vector<uint8_t> after = apply_weak_link(image, scan, ordinals);
-  verify_weak_link(image, scan, ordinals, after, cross_check_with_lief);
+  verify_weak_link(image, scan, ordinals, Bytes(after), cross_check_with_lief);
   std::ofstream out(output, std::ios::binary);
   out.write(reinterpret_cast<const char*>(after.data()), static_cast<std::streamsize>(after.size()));
   if (!out.flush()) fail("cannot write " + output);
