@@ -66,10 +66,14 @@ void OutputImage::reserve(uint64_t lead, uint64_t capacity) {
   capacity_ = capacity;
 }
 
+// Nothing is put over a borrowed range: its pages are read only.
+void OutputImage::require_unborrowed(uint64_t from, uint64_t to) const {
+  for (const Borrowed& range : borrowed_)
+    if (from < range.to && range.from < to) fail("internal error: bytes put over a borrowed range of the output");
+}
+
 // Maps [from, to) (whole pages of this image) read only from the file.
 void OutputImage::borrow(uint64_t from, uint64_t to, int fd, uint64_t file_offset) {
-  for (const Borrowed& range : borrowed_)
-    if (from < range.to && range.from < to) fail("internal error: an output range is borrowed twice");
   void* mapped = mmap(data_ + from, to - from, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, static_cast<off_t>(file_offset));
   if (mapped == MAP_FAILED) fail("cannot map the input into the output: " + std::string(std::strerror(errno)));
   register_read_only_mapping(data_ + from, to - from, fd, file_offset);
@@ -106,6 +110,7 @@ OutputImage OutputImage::borrowing(const Bytes& input, uint64_t head_end, uint64
 
 void OutputImage::put_bytes_of(uint64_t at, const Bytes& source) {
   if (!fits(at, source.size(), size_)) fail("internal error: bytes put past the end of the output");
+  require_unborrowed(at, at + source.size());
   std::optional<FileBehind> file = file_behind(source.data(), source.size());
   uint64_t page = page_size(), address = reinterpret_cast<uint64_t>(data_ + at);
   uint64_t first_page = align_up(address, page), end_page = (address + source.size()) / page * page;
@@ -121,6 +126,7 @@ void OutputImage::put_bytes_of(uint64_t at, const Bytes& source) {
 
 void OutputImage::put_image(uint64_t at, const OutputImage& other) {
   if (!fits(at, other.size_, size_)) fail("internal error: a slice put past the end of the output");
+  require_unborrowed(at, at + other.size_);
   uint64_t position = 0;
   for (const Borrowed& range : other.borrowed_) {
     std::memcpy(data_ + at + position, other.data_ + position, range.from - position);

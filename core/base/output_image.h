@@ -70,6 +70,7 @@ class OutputImage {
  private:
   void reserve(uint64_t lead, uint64_t capacity);
   void borrow(uint64_t from, uint64_t to, int fd, uint64_t file_offset);
+  void require_unborrowed(uint64_t from, uint64_t to) const;
   void release();
 
   uint8_t* mapping_ = nullptr;  // the reserved range; data_ is `lead` bytes into it

@@ -74,7 +74,7 @@ void done_with(const Bytes& code, uint64_t offset, uint64_t length, ProgressMete
 
 // Reports and releases every kPagesPerReport pages.
 void hash_page_range(const Bytes& code, uint64_t page_size, uint8_t hash_type, uint64_t first, uint64_t end,
-                     std::vector<uint8_t>& out, ProgressMeter* progress) {
+                     std::vector<uint8_t>& out, ProgressMeter* progress, const KnownPageHashes* known) {
   constexpr uint64_t kPagesPerReport = 64;
   Hasher hasher(hash_type);
   if (first >= end) return;
@@ -82,7 +82,10 @@ void hash_page_range(const Bytes& code, uint64_t page_size, uint8_t hash_type, u
   for (uint64_t page = first; page < end; ++page) {
     uint64_t start = page * page_size;
     uint64_t length = std::min(page_size, code.size() - start);
-    hasher.hash(code.sub(start, length, "code page"), out.data() + page * hasher.size());
+    Bytes bytes = code.sub(start, length, "code page");
+    const uint8_t* stored = known ? known->find(bytes.data(), length, page, page_size, hash_type) : nullptr;
+    if (stored) std::copy(stored, stored + hasher.size(), out.data() + page * hasher.size());
+    else hasher.hash(bytes, out.data() + page * hasher.size());
     if ((page - first) % kPagesPerReport == kPagesPerReport - 1) {
       done_with(code, pending_from, start + length - pending_from, progress);
       pending_from = start + length;
@@ -129,7 +132,8 @@ std::vector<uint8_t> Hasher::hash(const Bytes& data) {
   return out;
 }
 
-std::vector<uint8_t> hash_pages(const Bytes& code, uint64_t page_size, uint8_t hash_type, unsigned threads) {
+std::vector<uint8_t> hash_pages(const Bytes& code, uint64_t page_size, uint8_t hash_type, unsigned threads,
+                                const KnownPageHashes* known) {
   if (page_size == 0) fail("internal error: page size 0");
   uint64_t pages = page_count(code.size(), page_size);
   std::vector<uint8_t> out(pages * stored_hash_size(hash_type));
@@ -137,7 +141,7 @@ std::vector<uint8_t> hash_pages(const Bytes& code, uint64_t page_size, uint8_t h
   bool two_threads = threads == 0 ? pages >= 2 * kPagesPerThreadMinimum && std::thread::hardware_concurrency() >= 2
                                   : threads >= 2 && pages >= 2;
   if (!two_threads) {
-    hash_page_range(code, page_size, hash_type, 0, pages, out, progress);
+    hash_page_range(code, page_size, hash_type, 0, pages, out, progress, known);
     return out;
   }
   // Each thread writes its own slots of `out`; no page is shared.
@@ -145,14 +149,14 @@ std::vector<uint8_t> hash_pages(const Bytes& code, uint64_t page_size, uint8_t h
   std::exception_ptr second_failure;
   std::thread second([&] {
     try {
-      hash_page_range(code, page_size, hash_type, middle, pages, out, progress);
+      hash_page_range(code, page_size, hash_type, middle, pages, out, progress, known);
     } catch (...) {
       second_failure = std::current_exception();
     }
   });
   std::exception_ptr first_failure;
   try {
-    hash_page_range(code, page_size, hash_type, 0, middle, out, progress);
+    hash_page_range(code, page_size, hash_type, 0, middle, out, progress, known);
   } catch (...) {
     first_failure = std::current_exception();
   }

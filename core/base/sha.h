@@ -51,9 +51,23 @@ class Hasher {
 // short: the number of hashes hash_pages writes, a CodeDirectory's nCodeSlots.
 constexpr uint64_t page_count(uint64_t size, uint64_t page_size) { return size / page_size + (size % page_size != 0); }
 
+// Page hashes that need not be computed again (core/format/codesign.h:
+// VerifiedInputHashes: a verified signature's hash of a page whose bytes are the
+// very bytes it sealed).
+class KnownPageHashes {
+ public:
+  virtual ~KnownPageHashes() = default;
+  // The stored hash of the `length` bytes at `page`, page `index` of `page_size`
+  // bytes hashed with `hash_type`; nullptr when it must be computed.
+  virtual const uint8_t* find(const uint8_t* page, uint64_t length, uint64_t index, uint64_t page_size,
+                              uint8_t hash_type) const = 0;
+};
+
 // The hashes of [0, page), [page, 2*page), ... of `code`, the last page short,
 // concatenated (stored_hash_size bytes each). threads: 0 = automatic (two for
 // large inputs on a machine with two cores or more), else at most that many.
-std::vector<uint8_t> hash_pages(const Bytes& code, uint64_t page_size, uint8_t hash_type, unsigned threads = 0);
+// `known`, if given, is asked first for each page.
+std::vector<uint8_t> hash_pages(const Bytes& code, uint64_t page_size, uint8_t hash_type, unsigned threads = 0,
+                                const KnownPageHashes* known = nullptr);
 
 }  // namespace machofix

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/base/output_image.h"
+#include "core/base/sha.h"
 #include "core/format/codesign_format.h"
 #include "core/format/macho.h"
 
@@ -88,7 +89,26 @@ struct SignatureCheck {
   // blob of a wrong special slot, the malformed field. Unset when there is no problem.
   std::optional<uint64_t> first_problem_at;
 };
-SignatureCheck check_code_signature(const MachO& image);
+// `known`: page hashes to take instead of hashing (VerifiedInputHashes).
+SignatureCheck check_code_signature(const MachO& image, const KnownPageHashes* known = nullptr);
+
+// The code hashes of an input's signature, once check_code_signature found it valid,
+// for the rewrite of that input: a page being hashed whose bytes map the input's
+// very bytes at the same offset (an OutputImage's borrowed code and data:
+// core/base/mapped_pages.h, same_file_bytes) takes the stored hash of that page
+// instead of being hashed again. Any other page (a copy, a changed page, the last
+// short page) is hashed. So re-signing a rewrite hashes what it changed, not the file.
+class VerifiedInputHashes : public KnownPageHashes {
+ public:
+  // `input` and `signature` (read from it, and verified) must outlive this.
+  VerifiedInputHashes(const MachO& input, const CodeSignature& signature) : input_(input), signature_(signature) {}
+  const uint8_t* find(const uint8_t* page, uint64_t length, uint64_t index, uint64_t page_size,
+                      uint8_t hash_type) const override;
+
+ private:
+  const MachO& input_;
+  const CodeSignature& signature_;
+};
 
 // Problems with the signature: every mismatching code page and special slot,
 // codeLimit, placement. Empty means valid. An unsigned slice gives {"not signed"}.
@@ -101,13 +121,13 @@ std::vector<std::string> verify_code_signature(const MachO& image);
 // slots of the blobs that are kept), in place. Refuses identity signatures.
 // codeLimit is set to the signature's offset; if that changes the number of pages
 // the CodeDirectory would have to grow, which this refuses (an Error).
-void renew_code_signature(MutableBytes slice, uint64_t file_offset);
+void renew_code_signature(MutableBytes slice, uint64_t file_offset, const KnownPageHashes* known = nullptr);
 
 // Replaces an identity signature with an ad hoc one in the same space (--adhoc):
 // codesign's layout (CodeDirectories with CS_ADHOC and no team id, an empty
 // Requirements set, entitlements and other blobs kept, an empty CMS wrapper),
 // zero-padded to the old datasize. An Error if it does not fit.
-void replace_with_adhoc_signature(MutableBytes slice, uint64_t file_offset);
+void replace_with_adhoc_signature(MutableBytes slice, uint64_t file_offset, const KnownPageHashes* known = nullptr);
 
 // For --resign-invalid on a signature too malformed to read (so it cannot be renewed
 // in its own structure): removes LC_CODE_SIGNATURE and the signature at the end of

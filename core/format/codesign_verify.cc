@@ -5,6 +5,7 @@
 
 #include "core/format/codesign_internal.h"
 #include "core/format/macho_structs.h"
+#include "core/base/mapped_pages.h"
 #include "core/base/sha.h"
 
 namespace machofix {
@@ -78,14 +79,14 @@ bool check_code_limit(const MachO& image, const CodeSignature& signature, const 
 }
 
 void check_code_pages(const MachO& image, const CodeSignature& signature, const CodeDirectory& directory,
-                      SignatureCheck& check) {
+                      SignatureCheck& check, const KnownPageHashes* known) {
   if (!check_code_limit(image, signature, directory, check)) return;
   const std::string name = directory.name();
   const uint64_t base = image.bytes.base();
   uint64_t page_size = directory.page_size();
   uint64_t checked = std::min<uint64_t>(page_count(directory.code_limit, page_size), directory.code_slots);
   std::vector<uint8_t> hashes =
-      hash_pages(image.bytes.sub(0, directory.code_limit, "signed code"), page_size, directory.hash_type);
+      hash_pages(image.bytes.sub(0, directory.code_limit, "signed code"), page_size, directory.hash_type, 0, known);
   Bytes stored =
       image.bytes.sub(place_of(signature, directory).hashes, checked * directory.hash_size, "code hashes");
   size_t mismatches = 0;
@@ -147,7 +148,7 @@ void check_special_slots(const MachO& image, const CodeSignature& signature, con
 
 }  // namespace
 
-SignatureCheck check_code_signature(const MachO& image) {
+SignatureCheck check_code_signature(const MachO& image, const KnownPageHashes* known) {
   SignatureCheck check;
   std::optional<CodeSignature> signature;
   try {
@@ -163,7 +164,7 @@ SignatureCheck check_code_signature(const MachO& image) {
   }
   check_placement(image, *signature, check);
   for (const CodeDirectory& directory : signature->code_directories) {
-    check_code_pages(image, *signature, directory, check);
+    check_code_pages(image, *signature, directory, check, known);
     check_special_slots(image, *signature, directory, check);
   }
   if (signature->has_identity) check.notes.push_back("the CMS signature (identity) is not checked");
@@ -171,5 +172,19 @@ SignatureCheck check_code_signature(const MachO& image) {
 }
 
 std::vector<std::string> verify_code_signature(const MachO& image) { return check_code_signature(image).problems; }
+
+const uint8_t* VerifiedInputHashes::find(const uint8_t* page, uint64_t length, uint64_t index, uint64_t page_size,
+                                         uint8_t hash_type) const {
+  if (length != page_size) return nullptr;  // a short page is hashed: its stored hash covers other bytes
+  for (const CodeDirectory& directory : signature_.code_directories) {
+    if (directory.page_size() != page_size || directory.hash_type != hash_type || index >= directory.code_slots ||
+        (index + 1) * page_size > directory.code_limit)
+      continue;
+    if (!same_file_bytes(page, input_.bytes.data() + index * page_size, page_size)) return nullptr;
+    return input_.bytes.sub(place_of(signature_, directory).hashes + index * directory.hash_size, directory.hash_size,
+                            "code hash").data();
+  }
+  return nullptr;
+}
 
 }  // namespace machofix

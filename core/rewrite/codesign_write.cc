@@ -44,7 +44,7 @@ std::optional<std::vector<uint8_t>> special_slot_hash(const MachO& image, const 
 }
 
 void renew_code_directory(MutableBytes slice, const MachO& image, const CodeSignature& signature,
-                          const CodeDirectory& directory) {
+                          const CodeDirectory& directory, const KnownPageHashes* known) {
   CdPlace place = place_of(signature, directory);
   uint64_t limit = signature.offset;  // the code ends where the signature starts
   uint64_t needed = page_count(limit, directory.page_size());
@@ -54,7 +54,7 @@ void renew_code_directory(MutableBytes slice, const MachO& image, const CodeSign
                               " code slots but the code up to the signature (" + hex(limit) + ") has " +
                               std::to_string(needed) + " pages: renewing cannot resize the signature");
   std::vector<uint8_t> hashes =
-      hash_pages(image.bytes.sub(0, limit, "signed code"), directory.page_size(), directory.hash_type);
+      hash_pages(image.bytes.sub(0, limit, "signed code"), directory.page_size(), directory.hash_type, 0, known);
   Hasher hasher(directory.hash_type);
   std::vector<std::optional<std::vector<uint8_t>>> specials;
   for (uint32_t slot = 1; slot <= directory.special_slots; ++slot)
@@ -130,7 +130,7 @@ void write_special_slots(std::vector<uint8_t>& cd, uint64_t hash_offset, uint32_
 
 // codesign's CodeDirectory layout: fixed header, identifier, special slots, code slots.
 std::vector<uint8_t> adhoc_code_directory(const MachO& image, const CodeSignature& signature, const CodeDirectory& old,
-                                          const BlobsBySlot& blobs) {
+                                          const BlobsBySlot& blobs, const KnownPageHashes* known) {
   Bytes old_bytes = image.bytes.sub(signature.offset + old.offset, old.length, "CodeDirectory");
   // The old header is carried over (version, platform, execSeg, runtime...).
   Cd header = read_fixed_header(old_bytes, old.fixed_size);
@@ -154,7 +154,8 @@ std::vector<uint8_t> adhoc_code_directory(const MachO& image, const CodeSignatur
   put_fixed_header(cd, 0, header, old.fixed_size);
   put_string(cd, old.fixed_size, old.identifier);
   write_special_slots(cd, hash_offset, special_slots, image, signature, old, blobs);
-  std::vector<uint8_t> hashes = hash_pages(image.bytes.sub(0, limit, "signed code"), old.page_size(), old.hash_type);
+  std::vector<uint8_t> hashes =
+      hash_pages(image.bytes.sub(0, limit, "signed code"), old.page_size(), old.hash_type, 0, known);
   put_bytes(cd, hash_offset, hashes.data(), hashes.size());
   return cd;
 }
@@ -261,17 +262,17 @@ ParsedSlice read_signed_slice(const Bytes& slice, const char* action) {
 // ---------------------------------------------------------------------------
 // Public API
 
-void renew_code_signature(MutableBytes slice, uint64_t file_offset) {
+void renew_code_signature(MutableBytes slice, uint64_t file_offset, const KnownPageHashes* known) {
   ParsedSlice parsed = read_signed_slice(slice.bytes(file_offset), "renew");
   if (parsed.signature.has_identity)
     fail(
         "signed with an identity (Developer ID?): cannot be renewed; pass --adhoc to replace it with an ad hoc "
         "signature");
   for (const CodeDirectory& directory : parsed.signature.code_directories)
-    renew_code_directory(slice, parsed.image, parsed.signature, directory);
+    renew_code_directory(slice, parsed.image, parsed.signature, directory, known);
 }
 
-void replace_with_adhoc_signature(MutableBytes slice, uint64_t file_offset) {
+void replace_with_adhoc_signature(MutableBytes slice, uint64_t file_offset, const KnownPageHashes* known) {
   ParsedSlice parsed = read_signed_slice(slice.bytes(file_offset), "replace");
   const CodeSignature& signature = parsed.signature;
   // Blobs other than CodeDirectories, requirements and CMS (entitlements,
@@ -286,7 +287,7 @@ void replace_with_adhoc_signature(MutableBytes slice, uint64_t file_offset) {
   // CodeDirectories seal the other blobs, so they are built after them.
   BlobsBySlot directories;
   for (const CodeDirectory& directory : signature.code_directories)
-    directories[directory.slot] = adhoc_code_directory(parsed.image, signature, directory, blobs);
+    directories[directory.slot] = adhoc_code_directory(parsed.image, signature, directory, blobs, known);
   blobs.merge(directories);
   blobs[kSlotCms] = empty_cms();
   std::vector<uint8_t> superblob = assemble_superblob(blobs);

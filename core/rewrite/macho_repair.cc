@@ -35,7 +35,7 @@ struct InputSignature {
   std::optional<Error> read_error;         // set: present but too malformed to read
 };
 
-InputSignature check_input_signature(const MachO& image) {
+InputSignature check_input_signature(const MachO& image, const KnownPageHashes* known = nullptr) {
   InputSignature input;
   SignatureReport& report = input.report;
   try {
@@ -52,7 +52,7 @@ InputSignature check_input_signature(const MachO& image) {
   report.identifier = input.signature->identifier();
   report.hash_types = input.signature->hash_type_names();
   report.page_size = input.signature->page_size();
-  SignatureCheck check = check_code_signature(image);
+  SignatureCheck check = check_code_signature(image, known);
   report.problems = std::move(check.problems);
   report.notes = std::move(check.notes);
   report.first_problem_at = check.first_problem_at;
@@ -60,7 +60,9 @@ InputSignature check_input_signature(const MachO& image) {
   return input;
 }
 
-SignatureReport signature_report(const MachO& image) { return check_input_signature(image).report; }
+SignatureReport signature_report(const MachO& image, const KnownPageHashes* known = nullptr) {
+  return check_input_signature(image, known).report;
+}
 
 std::vector<std::string> slice_flags(const MachO& image) {
   std::vector<std::string> flags;
@@ -279,6 +281,10 @@ void update_signature(const JudgedSlice& judged, OutputImage& bytes, const Repai
   const InputSignature& input = judged.input;
   uint64_t base = image.bytes.base();
   std::string identifier = signature_identifier(image, options);
+  // A valid input signature's hashes serve every page the output borrows unchanged.
+  std::optional<VerifiedInputHashes> verified;
+  if (input.report.status == SignatureStatus::Valid && input.signature) verified.emplace(image, *input.signature);
+  const KnownPageHashes* known = verified ? &*verified : nullptr;
   if (!image.code_signature.present) {
     if (!options.sign_unsigned) {
       if (image.cputype == macho::CPU_TYPE_ARM64)
@@ -291,16 +297,16 @@ void update_signature(const JudgedSlice& judged, OutputImage& bytes, const Repai
     replace_unreadable_signature(bytes, base, new_identifier(identifier));
     report.signature_after.status = SignatureStatus::ReplacedAdHoc;
   } else if (input.signature->has_identity) {
-    replace_with_adhoc_signature(bytes, base);
+    replace_with_adhoc_signature(bytes, base, known);
     report.signature_after.status = SignatureStatus::ReplacedAdHoc;
   } else {
-    renew_code_signature(bytes, base);
+    renew_code_signature(bytes, base, known);
     report.signature_after.status = SignatureStatus::Renewed;
   }
   // One verification of the new signature serves both the check and the report.
   SignatureStatus status = report.signature_after.status;
   std::vector<uint8_t> spoiled;  // tests only (proof_seam.h)
-  report.signature_after = signature_report(parse_macho(seam::offer(seam::ProofStep::Signature, bytes.bytes(base), spoiled)));
+  report.signature_after = signature_report(parse_macho(seam::offer(seam::ProofStep::Signature, bytes.bytes(base), spoiled)), known);
   if (report.signature_after.status != SignatureStatus::Valid)
     fail("the renewed signature does not verify, nothing written: " +
          (report.signature_after.problems.empty() ? std::string("unreadable") : report.signature_after.problems.front()));

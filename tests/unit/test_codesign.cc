@@ -21,7 +21,11 @@
 #include <string>
 #include <vector>
 
+#include <atomic>
+#include <optional>
+
 #include "core/format/codesign.h"
+#include "core/io/file_io.h"
 #include "core/format/macho_format.h"
 #include "core/base/sha.h"
 
@@ -925,4 +929,63 @@ TEST_CASE("random corruption of a signature gives an Error or a verdict, never a
       }
     }
   }
+}
+
+// ---------------------------------------------------------------------------
+// Re-signing a rewrite hashes what changed: VerifiedInputHashes
+
+namespace {
+
+// Counts the pages whose hash VerifiedInputHashes gives.
+class CountingHashes : public KnownPageHashes {
+ public:
+  explicit CountingHashes(const KnownPageHashes& inner) : inner_(inner) {}
+  const uint8_t* find(const uint8_t* page, uint64_t length, uint64_t index, uint64_t page_size,
+                      uint8_t hash_type) const override {
+    const uint8_t* found = inner_.find(page, length, index, page_size, hash_type);
+    found_ += found != nullptr;
+    return found;
+  }
+  uint64_t found() const { return found_; }
+
+ private:
+  const KnownPageHashes& inner_;
+  mutable std::atomic<uint64_t> found_{0};
+};
+
+}  // namespace
+
+TEST_CASE("a verified input's hashes serve the pages an output borrows from it, and no other") {
+  Fixtures::get().link("large_arm64.dylib", "large", "arm64", "dylib");  // lld signs arm64 ad hoc
+  MappedFile file((Fixtures::get().dir() / "large_arm64.dylib").string());
+  MachO input = parse_macho(file.bytes());
+  std::optional<CodeSignature> signature = read_code_signature(input);
+  REQUIRE(signature);
+  REQUIRE(check_code_signature(input).problems.empty());
+  const Segment* linkedit = input.segment("__LINKEDIT");
+  REQUIRE(linkedit);
+  OutputImage output = OutputImage::borrowing(file.bytes(), 4096, linkedit->file_offset, 0);
+  REQUIRE(output.borrowed_size() > 2000000);
+  VerifiedInputHashes verified(input, *signature);
+  CountingHashes counting(verified);
+  uint64_t code_limit = signature->primary().code_limit;
+
+  // Borrowed pages take the stored hashes, which equal what hashing them gives.
+  Bytes code = output.bytes().sub(0, code_limit, "code");
+  CHECK(hash_pages(code, 4096, kHashSha256, 0, &counting) == hash_pages(code, 4096, kHashSha256));
+  CHECK(counting.found() == output.borrowed_size() / 4096);
+
+  // A copy of the same bytes is hashed: only pages that map the input's very bytes count.
+  std::vector<uint8_t> copy = output.to_vector();
+  CountingHashes on_copy(verified);
+  hash_pages(Bytes(copy).sub(0, code_limit, "code"), 4096, kHashSha256, 0, &on_copy);
+  CHECK(on_copy.found() == 0);
+
+  // A renewal with them after the head changed: page 0 is hashed again, and the
+  // signature checks without any help.
+  output.data()[input.load_commands_end()] ^= 0x01;  // header padding
+  renew_code_signature(output, 0, &verified);
+  MachO renewed = parse_macho(output.bytes());
+  CHECK(check_code_signature(renewed).problems.empty());
+  CHECK(check_code_signature(renewed, &verified).problems.empty());
 }
