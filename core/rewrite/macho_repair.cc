@@ -274,9 +274,17 @@ const std::string& new_identifier(const std::string& identifier) {
   return identifier;
 }
 
-// Brings the signature of a rewritten (or, for `sign`, unchanged) slice up to date.
-// Returns the slice's new bytes, which are larger only when a signature was added.
-void update_signature(const JudgedSlice& judged, OutputImage& bytes, const RepairOptions& options, SliceReport& report) {
+// What re-signing a slice did: the new signature as its check read it (unset when the
+// slice was left unsigned), and what the report should warn of.
+struct SignatureOutcome {
+  std::optional<SignatureReport> after;
+  std::vector<std::string> warnings;
+};
+
+// Brings the signature of a rewritten (or, for `sign`, unchanged) slice up to date in
+// `bytes`, which grow only when a signature is added, and checks it.
+SignatureOutcome update_signature(const JudgedSlice& judged, OutputImage& bytes, const RepairOptions& options) {
+  SignatureOutcome outcome;
   const MachO& image = *judged.image;
   const InputSignature& input = judged.input;
   uint64_t base = image.bytes.base();
@@ -288,39 +296,50 @@ void update_signature(const JudgedSlice& judged, OutputImage& bytes, const Repai
   if (!image.code_signature.present) {
     if (!options.sign_unsigned) {
       if (image.cputype == macho::CPU_TYPE_ARM64)
-        report.warnings.push_back("unsigned arm64 slice left unsigned (it cannot run as is); pass --sign to sign it");
-      return;
+        outcome.warnings.push_back("unsigned arm64 slice left unsigned (it cannot run as is); pass --sign to sign it");
+      return outcome;
     }
     add_adhoc_signature(bytes, base, new_identifier(identifier));
-    report.signature_after.status = SignatureStatus::Added;
   } else if (input.read_error) {  // only with --resign-invalid: judge_slice refuses it otherwise
     replace_unreadable_signature(bytes, base, new_identifier(identifier));
-    report.signature_after.status = SignatureStatus::ReplacedAdHoc;
   } else if (input.signature->has_identity) {
     replace_with_adhoc_signature(bytes, base, known);
-    report.signature_after.status = SignatureStatus::ReplacedAdHoc;
   } else {
     renew_code_signature(bytes, base, known);
-    report.signature_after.status = SignatureStatus::Renewed;
   }
   // One verification of the new signature serves both the check and the report.
-  SignatureStatus status = report.signature_after.status;
   std::vector<uint8_t> spoiled;  // tests only (proof_seam.h)
-  report.signature_after = signature_report(parse_macho(seam::offer(seam::ProofStep::Signature, bytes.bytes(base), spoiled)), known);
-  if (report.signature_after.status != SignatureStatus::Valid)
+  SignatureReport after = signature_report(parse_macho(seam::offer(seam::ProofStep::Signature, bytes.bytes(base), spoiled)), known);
+  if (after.status != SignatureStatus::Valid)
     fail("the renewed signature does not verify, nothing written: " +
-         (report.signature_after.problems.empty() ? std::string("unreadable") : report.signature_after.problems.front()));
-  report.signature_after.status = status;
+         (after.problems.empty() ? std::string("unreadable") : after.problems.front()));
+  after.status = !image.code_signature.present ? SignatureStatus::Added
+                 : input.read_error || input.signature->has_identity ? SignatureStatus::ReplacedAdHoc
+                                                                      : SignatureStatus::Renewed;
+  outcome.after = std::move(after);
   if (input.report.status == SignatureStatus::Invalid)
-    report.warnings.push_back("input signature was invalid (" + input.report.problems.front() +
-                              "): re-signed because of --resign-invalid" +
-                              (input.read_error ? ", with a new linker-style ad hoc signature" : ""));
+    outcome.warnings.push_back("input signature was invalid (" + input.report.problems.front() +
+                               "): re-signed because of --resign-invalid" +
+                               (input.read_error ? ", with a new linker-style ad hoc signature" : ""));
+  return outcome;
+}
+
+// The report of a rewritten slice: the judged slice's, with what the rewrite did.
+SliceReport report_of(JudgedSlice& judged, const SignatureOutcome& signature, bool changed) {
+  SliceReport report = std::move(judged.report);
+  if (signature.after) report.signature_after = *signature.after;
+  report.warnings.insert(report.warnings.end(), signature.warnings.begin(), signature.warnings.end());
+  report.changed = changed;
+  if (judged.prunes)
+    for (DylibReport& dylib : report.dylibs) dylib.removed = dylib.removable;
+  return report;
 }
 
 // MachORewrite's second step for one slice.
 SliceJob rewrite_slice(JudgedSlice& judged, const RepairOptions& options) {
-  SliceJob job{std::move(judged.report), {}};
+  SliceJob job;
   if (!judged.supported || !(judged.prunes || judged.resigns)) {
+    job.report = std::move(judged.report);
     job.bytes = unchanged_image(judged.bytes);
     return job;
   }
@@ -336,16 +355,15 @@ SliceJob rewrite_slice(JudgedSlice& judged, const RepairOptions& options) {
     verify_edit(image, judged.scan, *judged.edit, job.bytes.bytes(base), options.second_reader);
   }
   if (judged.weak_links) weak_link_stage(judged, job.bytes, options.second_reader);
-  update_signature(judged, job.bytes, options, job.report);
-  job.report.changed = judged.prunes || job.bytes.size() != judged.bytes.size() ||
-                       first_difference(job.bytes.data(), judged.bytes.data(), 0, job.bytes.size());
-  if (judged.prunes)
-    for (DylibReport& dylib : job.report.dylibs) dylib.removed = dylib.removable;
-  if (job.report.changed) {
+  SignatureOutcome signature = update_signature(judged, job.bytes, options);
+  bool changed = judged.prunes || job.bytes.size() != judged.bytes.size() ||
+                 first_difference(job.bytes.data(), judged.bytes.data(), 0, job.bytes.size());
+  if (changed) {
     std::vector<uint8_t> spoiled;  // tests only (proof_seam.h)
     Bytes checked = seam::offer(seam::ProofStep::LoaderRules, job.bytes.bytes(base), spoiled);
     require_loader_rules(check_loader_rules(checked), "the rewritten slice");
   }
+  job.report = report_of(judged, signature, changed);
   return job;
 }
 
