@@ -34,13 +34,15 @@ void check_hash_type(uint8_t hash_type) {
 // library failed. Init/Update/Final of one algorithm, with the library's types.
 template <typename Context, typename Length, typename Init, typename Update, typename Final>
 bool digest_with(const uint8_t* data, size_t size, uint8_t* out, Init init, Update update, Final final) {
-  // CommonCrypto takes 32-bit lengths: a larger input goes in parts.
-  constexpr size_t kPart = size_t{1} << 30;
+  // In parts: CommonCrypto takes 32-bit lengths, and a mapped input lets go of each
+  // part once hashed (a .pte blob's key hashes the whole blob).
+  constexpr size_t kPart = size_t{8} << 20;
   Context context;
   if (init(&context) != 1) return false;
   do {
     size_t part = std::min(size, kPart);
     if (update(&context, data, static_cast<Length>(part)) != 1) return false;
+    release_mapped_pages(data, part);
     data += part, size -= part;
   } while (size > 0);
   return final(out, &context) == 1;
