@@ -49,10 +49,10 @@ bool all_zero(const Bytes& bytes);
 
 // A slice about to be re-signed, with its signature read; an Error when it has none.
 struct ParsedSlice {
-  MachO image;
+  const MachO& image;  // views the slice being re-signed
   CodeSignature signature;
 };
-ParsedSlice read_signed_slice(const Bytes& slice, const char* action);
+ParsedSlice read_signed_slice(const MachO& image, const char* action);
 
 // ---------------------------------------------------------------------------
 // The linker-style signature (codesign_write.cc), for codesign_attach.cc

@@ -250,11 +250,10 @@ void put_string(MutableBytes out, uint64_t at, const std::string& value) {
   put_bytes(out, at, reinterpret_cast<const uint8_t*>(value.data()), value.size());
 }
 
-ParsedSlice read_signed_slice(const Bytes& slice, const char* action) {
-  MachO image = parse_macho(slice);
+ParsedSlice read_signed_slice(const MachO& image, const char* action) {
   std::optional<CodeSignature> signature = read_code_signature(image);
   if (!signature) fail(std::string("the slice is not signed: nothing to ") + action);
-  return {std::move(image), std::move(*signature)};
+  return {image, std::move(*signature)};
 }
 
 }  // namespace cs
@@ -263,7 +262,11 @@ ParsedSlice read_signed_slice(const Bytes& slice, const char* action) {
 // Public API
 
 void renew_code_signature(MutableBytes slice, uint64_t file_offset, const KnownPageHashes* known) {
-  ParsedSlice parsed = read_signed_slice(slice.bytes(file_offset), "renew");
+  renew_code_signature(slice, parse_macho(slice.bytes(file_offset)), known);
+}
+
+void renew_code_signature(MutableBytes slice, const MachO& image, const KnownPageHashes* known) {
+  ParsedSlice parsed = read_signed_slice(image, "renew");
   if (parsed.signature.has_identity)
     fail(
         "signed with an identity (Developer ID?): cannot be renewed; pass --adhoc to replace it with an ad hoc "
@@ -273,7 +276,11 @@ void renew_code_signature(MutableBytes slice, uint64_t file_offset, const KnownP
 }
 
 void replace_with_adhoc_signature(MutableBytes slice, uint64_t file_offset, const KnownPageHashes* known) {
-  ParsedSlice parsed = read_signed_slice(slice.bytes(file_offset), "replace");
+  replace_with_adhoc_signature(slice, parse_macho(slice.bytes(file_offset)), known);
+}
+
+void replace_with_adhoc_signature(MutableBytes slice, const MachO& image, const KnownPageHashes* known) {
+  ParsedSlice parsed = read_signed_slice(image, "replace");
   const CodeSignature& signature = parsed.signature;
   // Blobs other than CodeDirectories, requirements and CMS (entitlements,
   // launch constraints) are kept as they are.

@@ -85,5 +85,7 @@ std::vector<uint8_t> apply_edit(const MachO& image, const EditPlan& plan);  // o
 // load-command area unchanged, and `second` must agree.
 void verify_edit(const MachO& before, const ImportScan& before_scan, const EditPlan& plan, const Bytes& after,
                  const SecondReader& second);
+void verify_edit(const MachO& before, const ImportScan& before_scan, const EditPlan& plan, const Bytes& after,
+                 const MachO& reread, const SecondReader& second);  // `after` re-read (reread_output)
 
 }  // namespace machofix

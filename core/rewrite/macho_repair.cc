@@ -201,20 +201,25 @@ void plan_weak_link_stage(JudgedSlice& judged, const EditOptions& options) {
 // The weak-link stage of rewrite_slice, in `out`, then its own proof. After
 // load-command edits (which may have moved every command) it starts from the edited
 // slice: a second image of it is the "before" its proof compares with.
-void weak_link_stage(const JudgedSlice& judged, OutputImage& out, const SecondReader& second) {
+// Returns the weak-linked slice as its proof read it.
+MachO weak_link_stage(const JudgedSlice& judged, OutputImage& out, const SecondReader& second,
+                      std::vector<uint8_t>& spoiled) {
   const MachO& input = *judged.image;
   uint64_t base = input.bytes.base();
   if (!judged.edits) {
     apply_weak_link(input, judged.scan, judged.weak_link, out);
-    verify_weak_link(input, judged.scan, judged.weak_link, out.bytes(base), second);
-    return;
+    MachO linked = reread_output(out.bytes(base), spoiled);
+    verify_weak_link(input, judged.scan, judged.weak_link, out.bytes(base), linked, second);
+    return linked;
   }
   OutputImage edited = output_image(judged, 0);
   apply_edit(input, *judged.edit, edited);
   MachO before = parse_macho(edited.bytes(base));
   ImportScan scan = scan_imports(before);
   apply_weak_link(before, scan, judged.weak_link, out);
-  verify_weak_link(before, scan, judged.weak_link, out.bytes(base), second);
+  MachO linked = reread_output(out.bytes(base), spoiled);
+  verify_weak_link(before, scan, judged.weak_link, out.bytes(base), linked, second);
+  return linked;
 }
 
 // Everything but the rewriting: what `verify` costs, plus the import analysis.
@@ -283,7 +288,10 @@ struct SignatureOutcome {
 
 // Brings the signature of a rewritten (or, for `sign`, unchanged) slice up to date in
 // `bytes`, which grow only when a signature is added, and checks it.
-SignatureOutcome update_signature(const JudgedSlice& judged, OutputImage& bytes, const RepairOptions& options) {
+// `rewritten`: the slice as the rewrite's proof read it (its bytes are `bytes`'),
+// unset when it was not rewritten.
+SignatureOutcome update_signature(const JudgedSlice& judged, OutputImage& bytes, const std::optional<MachO>& rewritten,
+                                  const RepairOptions& options) {
   SignatureOutcome outcome;
   const MachO& image = *judged.image;
   const InputSignature& input = judged.input;
@@ -302,10 +310,12 @@ SignatureOutcome update_signature(const JudgedSlice& judged, OutputImage& bytes,
     add_adhoc_signature(bytes, base, new_identifier(identifier));
   } else if (input.read_error) {  // only with --resign-invalid: judge_slice refuses it otherwise
     replace_unreadable_signature(bytes, base, new_identifier(identifier));
-  } else if (input.signature->has_identity) {
-    replace_with_adhoc_signature(bytes, base, known);
   } else {
-    renew_code_signature(bytes, base, known);
+    // Read once: the proof's reading of the rewritten slice, or now for `sign`.
+    std::optional<MachO> unchanged;
+    const MachO& current = rewritten ? *rewritten : unchanged.emplace(parse_macho(bytes.bytes(base)));
+    if (input.signature->has_identity) replace_with_adhoc_signature(bytes, current, known);
+    else renew_code_signature(bytes, current, known);
   }
   // One verification of the new signature serves both the check and the report.
   std::vector<uint8_t> spoiled;  // tests only (proof_seam.h)
@@ -346,16 +356,22 @@ SliceJob rewrite_slice(JudgedSlice& judged, const RepairOptions& options) {
   const MachO& image = *judged.image;
   uint64_t base = image.bytes.base();
   job.bytes = output_image(judged, signature_room(judged, options));
+  // Each state of the slice is read once: the proof of each stage re-reads what it
+  // wrote, and the signature is renewed from that reading.
+  std::optional<MachO> rewritten;
+  std::vector<uint8_t> spoiled;  // tests only (proof_seam.h): what `rewritten` may view
   if (judged.prunes) {
     apply_prune(image, judged.scan, judged.plan, job.bytes);
-    verify_prune(image, judged.scan, judged.plan, job.bytes.bytes(base), options.second_reader);
+    rewritten.emplace(reread_output(job.bytes.bytes(base), spoiled));
+    verify_prune(image, judged.scan, judged.plan, job.bytes.bytes(base), *rewritten, options.second_reader);
   }
   if (judged.edits) {
     apply_edit(image, *judged.edit, job.bytes);
-    verify_edit(image, judged.scan, *judged.edit, job.bytes.bytes(base), options.second_reader);
+    rewritten.emplace(reread_output(job.bytes.bytes(base), spoiled));
+    verify_edit(image, judged.scan, *judged.edit, job.bytes.bytes(base), *rewritten, options.second_reader);
   }
-  if (judged.weak_links) weak_link_stage(judged, job.bytes, options.second_reader);
-  SignatureOutcome signature = update_signature(judged, job.bytes, options);
+  if (judged.weak_links) rewritten.emplace(weak_link_stage(judged, job.bytes, options.second_reader, spoiled));
+  SignatureOutcome signature = update_signature(judged, job.bytes, rewritten, options);
   bool changed = judged.prunes || job.bytes.size() != judged.bytes.size() ||
                  first_difference(job.bytes.data(), judged.bytes.data(), 0, job.bytes.size());
   if (changed) {

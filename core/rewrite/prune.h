@@ -72,5 +72,9 @@ std::vector<uint8_t> apply_prune(const MachO& image, const ImportScan& scan, con
 // must read it as we do.
 void verify_prune(const MachO& before, const ImportScan& before_scan, const PrunePlan& plan,
                   const Bytes& after, const SecondReader& second);
+// The same with `after` already re-read (reread_output): the rewrite reads each state
+// once, and the signature is renewed from that reading.
+void verify_prune(const MachO& before, const ImportScan& before_scan, const PrunePlan& plan,
+                  const Bytes& after, const MachO& reread, const SecondReader& second);
 
 }  // namespace machofix

@@ -11,12 +11,19 @@
 #include <functional>
 #include <vector>
 
+#include "core/base/proof_seam.h"
 #include "core/format/imports.h"
 #include "core/format/macho.h"
 
 namespace machofix {
 
 using SecondReader = std::function<void(const Bytes& slice, const MachO& ours, const ImportScan& scan)>;
+
+// A rewritten slice read again, as its proof reads it (the proof seam may hand a
+// spoiled copy, kept in `spoiled`: core/base/proof_seam.h).
+inline MachO reread_output(const Bytes& after, std::vector<uint8_t>& spoiled) {
+  return parse_macho(seam::offer(seam::ProofStep::Reread, after, spoiled));
+}
 
 // The reader, or an internal error when the caller gave none: a rewrite is never
 // written unproven.

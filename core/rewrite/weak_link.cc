@@ -243,14 +243,19 @@ void verify_untouched(const MachO& before, const ImportScan& scan, const Targets
 
 void verify_weak_link(const MachO& before, const ImportScan& before_scan, const std::vector<int>& ordinals,
                       const Bytes& output, const SecondReader& second) {
+  std::vector<uint8_t> spoiled;  // tests only (proof_seam.h)
   Bytes after(output.data(), output.size(), before.bytes.base());
+  verify_weak_link(before, before_scan, ordinals, after, reread_output(after, spoiled), second);
+}
+
+void verify_weak_link(const MachO& before, const ImportScan& before_scan, const std::vector<int>& ordinals,
+                      const Bytes& after, const MachO& reread, const SecondReader& second) {
   if (after.size() != before.bytes.size()) verification_failed("the slice changed size");
   for (int ordinal : ordinals)
     if (ordinal < 1 || static_cast<size_t>(ordinal) > before.dylibs.size())
       verification_failed("no dependent dylib has ordinal " + std::to_string(ordinal));
   Targets targets(before_scan, ordinals);
-  std::vector<uint8_t> spoiled_for_reread, spoiled_for_untouched, spoiled_for_lief;  // tests only (proof_seam.h)
-  MachO reread = parse_macho(seam::offer(seam::ProofStep::Reread, after, spoiled_for_reread));
+  std::vector<uint8_t> spoiled_for_untouched, spoiled_for_lief;  // tests only (proof_seam.h)
   ImportScan reread_scan = scan_imports(reread);
   verify_dylibs(before, targets, reread);
   verify_weakness("imports", before_scan.imports, reread_scan.imports, before, reread, targets);

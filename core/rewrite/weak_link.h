@@ -85,5 +85,7 @@ std::vector<uint8_t> apply_weak_link(const MachO& image, const ImportScan& scan,
 // reader must read it as we do (`second`: core/rewrite/second_reader.h).
 void verify_weak_link(const MachO& before, const ImportScan& before_scan, const std::vector<int>& ordinals,
                       const Bytes& after, const SecondReader& second);
+void verify_weak_link(const MachO& before, const ImportScan& before_scan, const std::vector<int>& ordinals,
+                      const Bytes& after, const MachO& reread, const SecondReader& second);  // `after` re-read (reread_output)
 
 }  // namespace machofix
