@@ -1,158 +1,76 @@
+// The comparison of LIEF's reading (core/lief/lief_reading.h) of a rewritten slice's
+// image (core/lief/lief_skeleton.h) with machofix's own reading of the slice.
 #include "core/lief/lief_check.h"
 
-#include <dlfcn.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
-#include <cstdlib>
-#include <mutex>
-#include <optional>
 #include <set>
-#include <thread>
+#include <tuple>
 
-#include "core/io/file_io.h"
-#include "core/lief/lief_plugin_abi.h"
 #include "core/format/macho_format.h"
+#include "core/lief/lief_reading.h"
+#include "core/lief/lief_skeleton.h"
 
 namespace machofix {
 
 namespace {
-
-[[noreturn]] void disagree(const std::string& problem) {
-  fail("LIEF reads the rewritten slice differently, nothing written: " + problem);
-}
-
-// ---- Loading the plugin (core/lief/lief_plugin_abi.h says why it is one) ----
-
-std::string executable_directory() {
-  std::string executable = executable_path();
-  if (executable.empty()) return {};
-  return executable.substr(0, executable.rfind('/'));
-}
-
-// Where the plugin may be: named by the environment; beside the executable (the
-// build tree); in the install tree's <libdir>/machofix; where this build put it.
-std::vector<std::string> plugin_candidates() {
-  std::vector<std::string> candidates;
-  if (const char* named = std::getenv("MACHOFIX_LIEF_PLUGIN"); named && *named) return {named};
-  std::string directory = executable_directory();
-  if (!directory.empty()) {
-    candidates.push_back(directory + "/" MACHOFIX_LIEF_PLUGIN_NAME);
-#ifdef MACHOFIX_LIEF_PLUGIN_FROM_BINDIR
-    candidates.push_back(directory + "/" MACHOFIX_LIEF_PLUGIN_FROM_BINDIR "/" MACHOFIX_LIEF_PLUGIN_NAME);
-#endif
-  }
-#ifdef MACHOFIX_LIEF_PLUGIN_BUILD_PATH
-  candidates.push_back(MACHOFIX_LIEF_PLUGIN_BUILD_PATH);
-#endif
-  return candidates;
-}
-
-std::optional<std::string> find_plugin(std::string& tried) {
-  for (const std::string& candidate : plugin_candidates()) {
-    if (access(candidate.c_str(), R_OK) == 0) return candidate;
-    tried += (tried.empty() ? "" : ", ") + candidate;
-  }
-  return std::nullopt;
-}
-
-MachofixLiefRead load_plugin() {
-  std::string tried;
-  std::optional<std::string> path = find_plugin(tried);
-  if (!path)
-    fail("cannot find the LIEF reader " MACHOFIX_LIEF_PLUGIN_NAME " (tried " + tried +
-         "); set MACHOFIX_LIEF_PLUGIN to its path");
-  void* handle = dlopen(path->c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle) fail(std::string("cannot load the LIEF reader: ") + dlerror());
-  void* read = dlsym(handle, MACHOFIX_LIEF_READ_SYMBOL);
-  if (!read) fail("the LIEF reader " + *path + " has no " MACHOFIX_LIEF_READ_SYMBOL);
-  return reinterpret_cast<MachofixLiefRead>(read);
-}
-
-// LIEF 0.9 keeps global state (its logger): one reading at a time, also when files
-// are processed in parallel.
-std::mutex lief_mutex;
-
-std::atomic<bool> plugin_loaded{false};
-
-MachofixLiefRead plugin() {
-  static MachofixLiefRead read = load_plugin();  // a failed load is retried next time
-  plugin_loaded = true;
-  return read;
-}
-
-// ---- What LIEF saw ----
-
-struct LiefCommand {
-  uint32_t cmd;
-  uint64_t offset;
-  uint32_t size;
-  std::optional<std::string> dylib_name;
-};
-
-struct LiefSymbol {
-  std::string name;
-  uint8_t type;
-  uint16_t description;
-  uint64_t value;
-};
-
-struct LiefView {
-  std::vector<LiefCommand> commands;
-  std::vector<LiefSymbol> symbols;
-};
-
-LiefView read_with_lief(const Bytes& slice) {
-  LiefView view;
-  MachofixLiefVisitor visitor{
-      &view,
-      [](void* context, uint32_t cmd, uint64_t offset, uint32_t size, const char* dylib_name) {
-        auto& commands = static_cast<LiefView*>(context)->commands;
-        commands.push_back({cmd, offset, size, dylib_name ? std::optional<std::string>(dylib_name) : std::nullopt});
-      },
-      [](void* context, const char* name, uint8_t type, uint16_t description, uint64_t value) {
-        static_cast<LiefView*>(context)->symbols.push_back({name, type, description, value});
-      }};
-  char error[512] = "";
-  std::lock_guard<std::mutex> lock(lief_mutex);
-  if (plugin()(slice.data(), slice.size(), &visitor, error, sizeof error) != 0) disagree(error);
-  return view;
-}
-
-// ---- Comparison with machofix's own reading ----
 
 bool is_dependent_dylib(uint32_t cmd) {
   return cmd == macho::LC_LOAD_DYLIB || cmd == macho::LC_LOAD_WEAK_DYLIB || cmd == macho::LC_REEXPORT_DYLIB ||
          cmd == macho::LC_LOAD_UPWARD_DYLIB;
 }
 
-// LIEF 0.9 reads at most this many load commands; the rest is compared by our reader only.
+// LIEF 0.9 reads at most this many load commands (BinaryParser::MAX_COMMANDS); the
+// rest, and what only they point at, is compared by our reader only.
 constexpr size_t kLiefMaxCommands = 255;
+
+// Whether LIEF reads the first command `cmd` of `ours` (and what it points at).
+bool lief_reads_command(const MachO& ours, std::initializer_list<uint32_t> cmds) {
+  for (size_t index = 0; index < ours.commands.size(); ++index)
+    if (std::find(cmds.begin(), cmds.end(), ours.commands[index].cmd) != cmds.end()) return index < kLiefMaxCommands;
+  return false;
+}
 
 void compare_commands(const LiefView& lief, const MachO& ours) {
   size_t expected_count = std::min(ours.commands.size(), kLiefMaxCommands);
-  if (lief.commands.size() > ours.commands.size()) disagree("LIEF sees more load commands");
-  if (lief.commands.size() != expected_count) disagree("LIEF sees fewer load commands");
+  if (lief.commands.size() > ours.commands.size()) lief_disagrees("LIEF sees more load commands");
+  if (lief.commands.size() != expected_count) lief_disagrees("LIEF sees fewer load commands");
   std::vector<std::string> lief_dylibs;
   for (size_t index = 0; index < lief.commands.size(); ++index) {
     const LiefCommand& theirs = lief.commands[index];
     const LoadCommand& mine = ours.commands[index];
     if (theirs.cmd != mine.cmd || theirs.offset != mine.offset || theirs.size != mine.size)
-      disagree("load command " + std::to_string(index) + " differs");
+      lief_disagrees("load command " + std::to_string(index) + " differs");
     if (is_dependent_dylib(mine.cmd)) {
-      if (!theirs.dylib_name) disagree("load command " + std::to_string(index) + " is not a dylib command to LIEF");
+      if (!theirs.dylib_name) lief_disagrees("load command " + std::to_string(index) + " is not a dylib command to LIEF");
       lief_dylibs.push_back(*theirs.dylib_name);
     }
   }
   std::vector<std::string> our_dylibs;
   for (const Dylib& dylib : ours.dylibs)
     if (dylib.command_index < expected_count) our_dylibs.push_back(dylib.install_name);
-  if (lief_dylibs != our_dylibs) disagree("the dependent dylib lists differ");
+  if (lief_dylibs != our_dylibs) lief_disagrees("the dependent dylib lists differ");
 }
 
+// The first element of `a` that `b` lacks, or of `b` that `a` lacks, described by
+// `describe`: the sets must be equal.
+template <typename Set, typename Describe>
+void require_equal(const Set& ours, const Set& lief, Describe describe) {
+  for (const auto& element : ours)
+    if (!lief.count(element)) lief_disagrees(describe(element) + " is not read so by LIEF");
+  for (const auto& element : lief)
+    if (!ours.count(element)) lief_disagrees(describe(element) + " is read by LIEF only");
+}
+
+// Every entry of the symbol table is read, and every undefined one names the same
+// library to both readers.
 void compare_symbols(const LiefView& lief, const MachO& ours, const ImportScan& scan) {
-  std::set<std::pair<std::string, std::string>> our_bindings;  // (symbol, library)
+  if (!ours.symtab.present || !lief_reads_command(ours, {macho::LC_SYMTAB})) return;
+  if (lief.symbols.size() != ours.symtab.symbol_count)
+    lief_disagrees("LIEF reads " + std::to_string(lief.symbols.size()) + " symbol table entries, machofix " +
+                   std::to_string(ours.symtab.symbol_count));
+  if (!ours.two_level()) return;  // flat namespace: n_desc holds no library ordinal
+  using Binding = std::pair<std::string, std::string>;  // (symbol, library)
+  std::set<Binding> our_bindings, lief_bindings;
   for (const Import& import : scan.imports)
     if (import.source == ImportSource::Symtab)
       our_bindings.emplace(std::string(import.symbol), resolve_ordinal(ours, import.ordinal));
@@ -160,38 +78,57 @@ void compare_symbols(const LiefView& lief, const MachO& ours, const ImportScan& 
     if (symbol.type & macho::N_STAB || !(symbol.type & macho::N_EXT)) continue;
     uint8_t kind = symbol.type & macho::N_TYPE;
     if (!(kind == macho::N_UNDF && symbol.value == 0) && kind != macho::N_PBUD) continue;
-    int ordinal = macho::ndesc_ordinal(symbol.description);
-    if (!our_bindings.count({symbol.name, resolve_ordinal(ours, ordinal)}))
-      disagree("undefined symbol " + symbol.name + " names " + resolve_ordinal(ours, ordinal));
+    lief_bindings.emplace(symbol.name, resolve_ordinal(ours, macho::ndesc_ordinal(symbol.description)));
   }
+  require_equal(our_bindings, lief_bindings,
+                [](const Binding& b) { return "undefined symbol " + b.first + " from " + b.second; });
+}
+
+// The binds of the bind and lazy-bind streams: (stream, symbol, library, weak import),
+// each distinct one once. LIEF 0.9 names a bind only through a symbol-table entry of
+// that name; a bind whose symbol has none is compared without its name.
+using BindKey = std::tuple<LiefBindClass, std::optional<std::string>, int, bool>;
+
+std::string describe(const MachO& ours, const BindKey& key) {
+  const auto& [stream, symbol, ordinal, weak] = key;
+  return std::string(stream == LiefBindClass::Lazy ? "lazy-bind" : "bind") + " of " +
+         symbol.value_or("(a symbol LIEF cannot name)") + " from " + resolve_ordinal(ours, ordinal) +
+         (weak ? " (weak import)" : "");
+}
+
+void compare_binds(const LiefView& lief, const MachO& ours, const ImportScan& scan) {
+  if (!ours.dyld_info.present || !lief_reads_command(ours, {macho::LC_DYLD_INFO, macho::LC_DYLD_INFO_ONLY})) return;
+  // LIEF 0.9 drops a bind whose segment it cannot find (BinaryParser::do_bind): in an
+  // image without segments (test images; dyld loads none) it reads none.
+  if (ours.segments.empty()) return;
+  std::set<std::string> lief_names;
+  for (const LiefSymbol& symbol : lief.symbols) lief_names.insert(symbol.name);
+  std::set<BindKey> our_binds, lief_binds;
+  for (const Import& import : scan.imports) {
+    if (import.source != ImportSource::Bind && import.source != ImportSource::LazyBind) continue;
+    std::string name(import.symbol);
+    our_binds.emplace(import.source == ImportSource::Bind ? LiefBindClass::Standard : LiefBindClass::Lazy,
+                      lief_names.count(name) ? std::optional<std::string>(name) : std::nullopt, import.ordinal,
+                      import.weak);
+  }
+  // Weak binds carry no ordinal (definitions coalesced by name); machofix's scan does
+  // not read that stream, so LIEF's reading of it is not compared here.
+  for (const LiefBind& bind : lief.binds)
+    if (bind.bind_class != LiefBindClass::Weak)
+      lief_binds.emplace(bind.bind_class, bind.symbol, bind.ordinal, bind.weak_import);
+  require_equal(our_binds, lief_binds, [&](const BindKey& key) { return describe(ours, key); });
 }
 
 }  // namespace
 
-LiefPreload::LiefPreload() {
-  if (plugin_loaded) return;
-  thread_ = std::thread([] {
-    try {
-      plugin();
-    } catch (...) {
-      // Reported by the cross-check that needs it, which tries again.
-    }
-  });
-}
-
-LiefPreload::~LiefPreload() {
-  if (thread_.joinable()) thread_.join();
-}
-
-std::string lief_reader_location() {
-  std::string tried;
-  return find_plugin(tried).value_or("not found (tried " + tried + ")");
+void compare_lief_reading(const LiefView& lief, const MachO& ours, const ImportScan& scan) {
+  compare_commands(lief, ours);
+  compare_symbols(lief, ours, scan);
+  compare_binds(lief, ours, scan);
 }
 
 void cross_check_with_lief(const Bytes& slice, const MachO& ours, const ImportScan& scan) {
-  LiefView lief = read_with_lief(slice);
-  compare_commands(lief, ours);
-  if (ours.two_level()) compare_symbols(lief, ours, scan);
+  compare_lief_reading(read_with_lief(lief_image(slice)), ours, scan);
 }
 
 }  // namespace machofix

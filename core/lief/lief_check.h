@@ -1,9 +1,14 @@
 // A second, independent reading of a rewritten slice by LIEF.
 //
 // machofix's own reader decides everything; LIEF (an unrelated parser) re-reads each
-// output slice and must agree on the load commands, the dependent dylibs, and the
-// library every undefined symbol and every bind names. A disagreement means one of
-// the two readers is wrong about this file: nothing is written.
+// output slice and must agree on the load commands (kind, place, size), the dependent
+// dylibs, every symbol-table entry and the library of every undefined one, and every
+// bind and lazy bind of the dyld-info streams (symbol, library, weak import). A
+// disagreement means one of the two readers is wrong about this file: nothing is
+// written. LIEF reads the slice's skeleton (core/lief/lief_skeleton.h): the load
+// commands and __LINKEDIT, not the contents of the other segments, which neither
+// comparison looks at; its cost is the size of the load commands plus LIEF's own
+// copy of __LINKEDIT, not the size of the file.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +18,7 @@
 
 #include "core/format/imports.h"
 #include "core/format/macho.h"
+#include "core/lief/lief_reading.h"
 
 namespace machofix {
 
@@ -37,6 +43,12 @@ class LiefPreload {
   std::thread thread_;
 };
 
+// Throws Error ("LIEF reads the rewritten slice differently, nothing written: ...")
+// when LIEF's reading of `slice` differs from `ours` (machofix's reading of the same
+// bytes) and `scan` (its imports).
 void cross_check_with_lief(const Bytes& slice, const MachO& ours, const ImportScan& scan);
+// The comparison alone, of a reading LIEF made of some image of the slice `ours` read
+// (tests, benchmarks: of the whole slice, of a skeleton).
+void compare_lief_reading(const LiefView& lief, const MachO& ours, const ImportScan& scan);
 
 }  // namespace machofix
