@@ -131,8 +131,8 @@ for file in "${files[@]}"; do
   if [ "$filetype" = DYLIB ]; then
     expect "install name @rpath/machofix-lief.so (no path of the build machine)" \
       bash -c '! llvm-objdump-16 --macho --dylib-id "$1" | tail -n +2 | grep -vqx "@rpath/machofix-lief.so"' _ "$file"
-    expect "exports the plugin interface machofix_lief_read_v1" \
-      bash -c 'llvm-nm-16 -gU --arch=all "$1" | grep -c " T _machofix_lief_read_v1$" | grep -qx "${2}"' _ "$file" \
+    expect "exports the plugin interface machofix_lief_read_v2" \
+      bash -c 'llvm-nm-16 -gU --arch=all "$1" | grep -c " T _machofix_lief_read_v2$" | grep -qx "${2}"' _ "$file" \
       "$([ ${#cpus[@]} -eq 0 ] && echo 2 || echo 1)"
   fi
 done
