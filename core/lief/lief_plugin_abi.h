@@ -7,10 +7,11 @@
 // needed. The interface is plain C so that nothing C++ (exceptions, std::string,
 // allocations) crosses between the two, whatever runtime each was linked with.
 //
-// Version 2 (machofix_lief_read_v2): the image is handed as pieces LIEF reads in place
-// (no copy of the input inside the plugin), and the binds of the dyld-info streams are
-// reported too. Version 1 (one contiguous buffer, copied; no binds) is gone: the plugin
-// and the core are built and installed together, and a stale plugin is refused by name.
+// Version 2 (machofix_lief_read_v2): the image is handed as pieces (a skeleton of the
+// slice: its load commands, a copy, and its __LINKEDIT, a view of the slice), and the
+// binds of the dyld-info streams are reported too. Version 1 (one contiguous buffer; no
+// binds) is gone: the plugin and the core are built and installed together, and a
+// stale plugin is refused by name.
 #pragma once
 
 #include <stddef.h>
@@ -22,7 +23,7 @@ extern "C" {
 
 // One piece of the image: `size` bytes at `data`. The pieces, in order and back to
 // back, are the image LIEF reads (core/lief/lief_skeleton.h builds them); the plugin
-// reads them where they are and never writes them.
+// only reads them (it joins them into the one buffer LIEF 0.9's parser wants).
 struct MachofixLiefPiece {
   const uint8_t* data;
   uint64_t size;
