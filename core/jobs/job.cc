@@ -159,9 +159,10 @@ void run_macho(const MappedFile& input, Operation operation, const JobOptions& o
   MachORewrite rewrite(input.bytes(), repair, rewrite_kind(operation));
   progress.reach(kJudgedPasses * input.size());
   check_output_directory(options);
-  // A pruned or edited file is re-read by LIEF: load it while this one is rewritten.
+  // A pruned or edited file is re-read by LIEF: load it while this one is rewritten
+  // (not when nothing is to be rewritten: loading it would cost more than the rest).
   std::optional<LiefPreload> preload;
-  if (operation == Operation::Prune || operation == Operation::Edit) preload.emplace();
+  if (rewrite.rereads()) preload.emplace();
   MachORepair result = rewrite.run();
   report.macho = std::move(result.report);
   bool changed = report.macho->changed;

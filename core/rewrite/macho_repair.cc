@@ -526,6 +526,12 @@ MachORewrite::~MachORewrite() = default;
 MachORewrite::MachORewrite(MachORewrite&&) noexcept = default;
 MachORewrite& MachORewrite::operator=(MachORewrite&&) noexcept = default;
 
+bool MachORewrite::rereads() const {
+  return state_ && std::any_of(state_->slices.begin(), state_->slices.end(), [](const JudgedSlice& slice) {
+           return slice.prunes || slice.edits || slice.weak_links;
+         });
+}
+
 MachORepair MachORewrite::run() {
   if (!state_) fail("internal error: a MachORewrite runs once");
   std::unique_ptr<State> state = std::move(state_);

@@ -146,6 +146,9 @@ class MachORewrite {
   MachORewrite& operator=(MachORewrite&&) noexcept;
 
   MachORepair run();  // once
+  // Whether run() will prune, edit or weak-link a slice: what the second reader
+  // re-reads (a caller may load it meanwhile).
+  bool rereads() const;
 
  private:
   struct State;
