@@ -1,5 +1,7 @@
 #include "core/base/mapped_pages.h"
 
+#include "core/base/util.h"
+
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -11,6 +13,11 @@
 namespace machofix {
 
 namespace {
+
+uint64_t page_size() {
+  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  return page;
+}
 
 struct Mapping {
   const uint8_t* start;
@@ -56,12 +63,17 @@ void unregister_read_only_mapping(const uint8_t* data) {
 }
 
 void release_mapped_pages(const uint8_t* data, uint64_t length) {
-  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  // Whole pages only: the pages at either end may hold bytes another pass still reads.
+  // Outwards to whole 2 MiB blocks, within the mapping: the kernel maps a file's large
+  // folios with huge page entries, and letting go of part of one splits it, with a
+  // TLB flush on every CPU the process runs on (on a VM that cost more than hashing
+  // the pages). A page let go that a pass still reads comes back from the page cache.
+  constexpr uint64_t kBlock = uint64_t(2) << 20;
+  std::optional<Mapping> mapping = mapping_holding(data, length);
+  if (!mapping || length == 0) return;
+  uint64_t first = reinterpret_cast<uint64_t>(mapping->start), last = first + mapping->size / page_size() * page_size();
   uint64_t address = reinterpret_cast<uint64_t>(data);
-  uint64_t start = (address + page - 1) / page * page, end = (address + length) / page * page;
-  if (end <= start || !mapping_holding(data, length)) return;
-  madvise(reinterpret_cast<void*>(start), end - start, MADV_DONTNEED);
+  uint64_t start = std::max(first, address / kBlock * kBlock), end = std::min(last, align_up(address + length, kBlock));
+  if (end > start) madvise(reinterpret_cast<void*>(start), end - start, MADV_DONTNEED);
 }
 
 std::optional<FileBehind> file_behind(const uint8_t* data, uint64_t length) {
