@@ -21,7 +21,7 @@ namespace {
 // flush on every CPU the process runs on (6% of the CPU time of a 10 MB .pte).
 // Instead the pages compared are dropped from both mappings a batch at a time,
 // which keeps memory bounded whatever the file size.
-constexpr uint64_t kReleaseBatch = 16ull << 20;
+constexpr uint64_t kReleaseBatch = 8ull << 20;
 
 // Ranges are compared in parts of at most this, so that the checker and a helping
 // thread can share one range.
