@@ -14,11 +14,6 @@ namespace machofix {
 
 namespace {
 
-uint64_t page_size() {
-  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  return page;
-}
-
 struct Mapping {
   const uint8_t* start;
   uint64_t size;
@@ -70,7 +65,8 @@ void release_mapped_pages(const uint8_t* data, uint64_t length) {
   constexpr uint64_t kBlock = uint64_t(2) << 20;
   std::optional<Mapping> mapping = mapping_holding(data, length);
   if (!mapping || length == 0) return;
-  uint64_t first = reinterpret_cast<uint64_t>(mapping->start), last = first + mapping->size / page_size() * page_size();
+  uint64_t page = system_page_size();
+  uint64_t first = reinterpret_cast<uint64_t>(mapping->start), last = first + mapping->size / page * page;
   uint64_t address = reinterpret_cast<uint64_t>(data);
   uint64_t start = std::max(first, address / kBlock * kBlock), end = std::min(last, align_up(address + length, kBlock));
   if (end > start) madvise(reinterpret_cast<void*>(start), end - start, MADV_DONTNEED);

@@ -17,15 +17,6 @@
 
 namespace machofix {
 
-namespace {
-
-uint64_t page_size() {
-  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  return page;
-}
-
-}  // namespace
-
 OutputImage::~OutputImage() { release(); }
 
 OutputImage::OutputImage(OutputImage&& other) noexcept { *this = std::move(other); }
@@ -58,7 +49,7 @@ uint64_t OutputImage::borrowed_size() const {
 
 // Anonymous memory for `lead` + `capacity` bytes, costing nothing until written.
 void OutputImage::reserve(uint64_t lead, uint64_t capacity) {
-  mapping_size_ = std::max(align_up(lead + capacity, page_size()), page_size());
+  mapping_size_ = std::max(align_up(lead + capacity, system_page_size()), system_page_size());
   void* mapped = mmap(nullptr, mapping_size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANON | MAP_NORESERVE, -1, 0);
   if (mapped == MAP_FAILED) fail("cannot reserve memory for the output: " + std::string(std::strerror(errno)));
   mapping_ = static_cast<uint8_t*>(mapped);
@@ -100,7 +91,7 @@ OutputImage OutputImage::borrowing(const Bytes& input, uint64_t head_end, uint64
   std::optional<FileBehind> file = file_behind(input.data(), input.size());
   if (!file || tail_start > input.size() || head_end >= tail_start) return copy_of(input, room);
   OutputImage image;
-  image.reserve(file->offset % page_size(), input.size() + room);  // byte 0 where it is within its page in the file
+  image.reserve(file->offset % system_page_size(), input.size() + room);  // byte 0 where it is within its page in the file
   image.size_ = input.size();
   std::memcpy(image.data_, input.data(), head_end);
   image.put_bytes_of(head_end, Bytes(input.data() + head_end, tail_start - head_end));
@@ -112,7 +103,7 @@ void OutputImage::put_bytes_of(uint64_t at, const Bytes& source) {
   if (!fits(at, source.size(), size_)) fail("internal error: bytes put past the end of the output");
   require_unborrowed(at, at + source.size());
   std::optional<FileBehind> file = file_behind(source.data(), source.size());
-  uint64_t page = page_size(), address = reinterpret_cast<uint64_t>(data_ + at);
+  uint64_t page = system_page_size(), address = reinterpret_cast<uint64_t>(data_ + at);
   uint64_t first_page = align_up(address, page), end_page = (address + source.size()) / page * page;
   if (!file || (file->offset % page) != (address % page) || end_page <= first_page) {
     if (source.size()) std::memcpy(data_ + at, source.data(), source.size());

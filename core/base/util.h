@@ -1,6 +1,8 @@
 // Small helpers that several parts of core/ need, written once.
 #pragma once
 
+#include <unistd.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -10,6 +12,12 @@ namespace machofix {
 // `value` rounded up to a multiple of `alignment` (not 0); no overflow check: callers
 // pass sizes and offsets already known to be far below 2^64.
 constexpr uint64_t align_up(uint64_t value, uint64_t alignment) { return (value + alignment - 1) / alignment * alignment; }
+
+// The size of a memory page (4 KiB on x86_64 Linux, 16 KiB on Apple silicon).
+inline uint64_t system_page_size() {
+  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  return page;
+}
 
 // What follows the last '/' of a path or install name (all of it when there is none).
 inline std::string last_path_component(const std::string& path) {

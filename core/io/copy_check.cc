@@ -9,6 +9,7 @@
 
 #include "core/base/error.h"
 #include "core/base/proof_seam.h"
+#include "core/base/util.h"
 #include "core/io/shared_extents.h"
 
 namespace machofix {
@@ -30,7 +31,7 @@ constexpr uint64_t kCompareUnit = 1ull << 20;
 // Drops the pages of [offset, offset + length) of a read-only file mapping from
 // this process; they stay in the page cache. Only a hint.
 void release_pages(const uint8_t* base, uint64_t offset, uint64_t length) {
-  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  uint64_t page = system_page_size();
   uint64_t start = offset - offset % page;
   madvise(const_cast<uint8_t*>(base) + start, offset + length - start, MADV_DONTNEED);
 }
@@ -216,7 +217,7 @@ void start_writeback(int fd, uint64_t offset, uint64_t length) {
 }  // namespace
 
 uint64_t copy_chunk_at(uint64_t at) {
-  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  uint64_t page = system_page_size();
   return kCopyChunk - (at - at % page) % kCopyChunk;
 }
 
