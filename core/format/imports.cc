@@ -150,11 +150,13 @@ class Scanner {
         case BIND_OPCODE_ADD_ADDR_ULEB:
           cursor.uleb("bind address");
           break;
-        case BIND_OPCODE_DO_BIND_ULEB_TIMES_SKIPPING_ULEB:
-          cursor.uleb("bind count");
+        case BIND_OPCODE_DO_BIND_ULEB_TIMES_SKIPPING_ULEB: {
+          uint64_t count = cursor.uleb("bind count").value;
           cursor.uleb("bind skip");
           add_import(stream, at, state);
+          add_bound(count == 0 ? 0 : count - 1);  // add_import counted one
           break;
+        }
         case BIND_OPCODE_DO_BIND_ADD_ADDR_ULEB:
           cursor.uleb("bind address");
           add_import(stream, at, state);
@@ -184,8 +186,14 @@ class Scanner {
     const bool& weak;
   };
 
+  void add_bound(uint64_t count) {
+    result_.bound_addresses = count > UINT64_MAX - result_.bound_addresses ? UINT64_MAX : result_.bound_addresses + count;
+  }
+
   void add_import(const Bytes& stream, uint64_t at, const BindState& bind) {
     if (bind.symbol.empty()) stream.fail_here(at, "bind opcode before any symbol name");
+    add_bound(1);
+    result_.longest_bound_name = std::max<uint64_t>(result_.longest_bound_name, bind.symbol.size());
     // The weak bit lives in the symbol's opcode, whichever library it is bound from.
     if (weak_mark_keys_.insert({bind.symbol_opcode, bind.ordinal}).second)
       result_.weak_marks.push_back({bind.source, bind.symbol_opcode, BIND_SYMBOL_FLAGS_WEAK_IMPORT, bind.ordinal, bind.symbol,

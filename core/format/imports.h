@@ -68,6 +68,11 @@ struct ImportScan {
   // One per distinct (source, symbol, library, weak) in each stream: a bind stream
   // that binds one symbol at a million addresses yields one import, not a million.
   std::vector<Import> imports;
+  // What dyld would do with the bind streams: how many addresses they bind (repeat
+  // counts included, saturating) and the longest symbol name bound. A second reader
+  // that expands every bind (LIEF) is given them only when these are bounded.
+  uint64_t bound_addresses = 0;
+  uint64_t longest_bound_name = 0;
   std::deque<std::string> owned_names;  // stable addresses, even when the scan is moved
 
   // Move-only: a copy would copy owned_names while `imports` still points into the

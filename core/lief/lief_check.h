@@ -49,6 +49,16 @@ class LiefPreload {
 void cross_check_with_lief(const Bytes& slice, const MachO& ours, const ImportScan& scan);
 // The comparison alone, of a reading LIEF made of some image of the slice `ours` read
 // (tests, benchmarks: of the whole slice, of a skeleton).
-void compare_lief_reading(const LiefView& lief, const MachO& ours, const ImportScan& scan);
+// binds_read false: LIEF was asked to read no bind (read_with_lief), so they are not compared.
+void compare_lief_reading(const LiefView& lief, const MachO& ours, const ImportScan& scan, bool binds_read = true);
+
+// Whether LIEF 0.9 reads the slice's binds in bounded time. It reads them one bound
+// address at a time (repeat counts expanded) and searches its symbols for each
+// (BinaryParser::do_bind): a crafted 94 KB file took it 93 s. Beyond about 2^28
+// symbol comparisons or 2^20 bound addresses (LIEF keeps an object for each), or a
+// bound symbol name over 4 KiB (no linker writes one),
+// LIEF reads the load commands and symbols only, and the binds are checked by
+// machofix's own re-read of the output alone.
+bool lief_reads_binds_in_bounded_time(const MachO& ours, const ImportScan& scan);
 
 }  // namespace machofix

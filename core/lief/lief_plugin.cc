@@ -85,7 +85,8 @@ extern "C" __attribute__((visibility("default"))) int machofix_lief_read_v2(cons
       if (!is_thin_macho(magic)) return report_error("LIEF does not see a thin Mach-O image", error, error_size);
       // The deep configuration: binds are read only by it (the rebases and the
       // exports trie too, which the image leaves out: core/lief/lief_skeleton.h).
-      LIEF::MachO::BinaryParser parser(image, 0, LIEF::MachO::ParserConfig::deep());
+      LIEF::MachO::BinaryParser parser(
+          image, 0, visitor->read_binds ? LIEF::MachO::ParserConfig::deep() : LIEF::MachO::ParserConfig::quick());
       binary.reset(parser.get_binary());
     }
     if (!binary) return report_error("LIEF does not see one Mach-O image", error, error_size);

@@ -51,6 +51,10 @@ struct MachofixLiefVisitorV2 {
   // a symbol-table entry of that name).
   void (*bind)(void* context, uint32_t bind_class, int32_t library_ordinal, const char* symbol_name,
                int weak_import);
+  // 0: do not read the dyld-info streams at all (no bind is reported). LIEF 0.9
+  // expands every bound address and searches its symbols for each: quadratic, and
+  // minutes for a crafted 94 KB file.
+  int read_binds;
 };
 
 // Reads the image made of pieces[0, count) with LIEF and reports it to visitor.

@@ -102,7 +102,8 @@ MachofixLiefVisitorV2 recorder(LiefView& view) {
       [](void* context, uint32_t reported_class, int32_t ordinal, const char* symbol, int weak_import) {
         static_cast<LiefView*>(context)->binds.push_back(
             {bind_class(reported_class), ordinal, optional_text(symbol), weak_import != 0});
-      }};
+      },
+      1};
 }
 
 }  // namespace
@@ -127,11 +128,12 @@ std::string lief_reader_location() {
   return find_plugin(tried).value_or("not found (tried " + tried + ")");
 }
 
-LiefView read_with_lief(const LiefImage& image) {
+LiefView read_with_lief(const LiefImage& image, bool read_binds) {
   std::vector<MachofixLiefPiece> pieces;
   for (const Bytes& piece : image.pieces()) pieces.push_back({piece.data(), piece.size()});
   LiefView view;
   MachofixLiefVisitorV2 visitor = recorder(view);
+  visitor.read_binds = read_binds ? 1 : 0;
   char error[512] = "";
   std::lock_guard<std::mutex> lock(lief_mutex);
   if (plugin()(pieces.data(), pieces.size(), &visitor, error, sizeof error) != 0) lief_disagrees(error);

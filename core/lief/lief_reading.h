@@ -49,7 +49,8 @@ struct LiefView {
 // LIEF's reading of `image`; throws Error ("LIEF reads the rewritten slice
 // differently, nothing written: ...") when LIEF cannot read it at all, and when the
 // plugin cannot be loaded.
-LiefView read_with_lief(const LiefImage& image);
+// read_binds false: LIEF reads no dyld-info stream (LiefView::binds stays empty).
+LiefView read_with_lief(const LiefImage& image, bool read_binds = true);
 
 // The message every disagreement of LIEF with machofix starts with.
 [[noreturn]] void lief_disagrees(const std::string& problem);

@@ -253,3 +253,26 @@ TEST_CASE("a layout the skeleton cannot compact is read whole, and still checked
     CHECK(contains(cross_check_problem(built, cut), "LIEF"));
   }
 }
+
+TEST_CASE("LIEF is asked for binds only where its reading of them is bounded") {
+  MachO image;
+  image.symtab.present = true;
+  image.symtab.symbol_count = 1000;
+  ImportScan scan;
+  scan.bound_addresses = 5000;
+  scan.longest_bound_name = 200;
+  CHECK(lief_reads_binds_in_bounded_time(image, scan));
+  SUBCASE("a bound name no linker writes (the fuzzer's: 47,000 characters, bound 47,000 times)") {
+    scan.longest_bound_name = 47000;
+    CHECK_FALSE(lief_reads_binds_in_bounded_time(image, scan));
+  }
+  SUBCASE("bound addresses x symbols past 2^28 symbol comparisons") {
+    scan.bound_addresses = (uint64_t(1) << 28) / 1001 + 1;
+    CHECK_FALSE(lief_reads_binds_in_bounded_time(image, scan));
+  }
+  SUBCASE("more than 2^20 bound addresses, whatever the symbols") {
+    image.symtab.symbol_count = 0;
+    scan.bound_addresses = (uint64_t(1) << 20) + 1;
+    CHECK_FALSE(lief_reads_binds_in_bounded_time(image, scan));
+  }
+}
