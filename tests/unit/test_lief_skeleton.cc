@@ -221,8 +221,15 @@ TEST_CASE("a layout the skeleton cannot compact is read whole, and still checked
     MachO ours = parse_macho(built.view());
     ImportScan scan = scan_imports(ours);
     const OrdinalSite& site = site_of(scan, ImportSource::Bind);
+    // LIEF reads a whole slice without its dyld-info streams: its deep parse of the
+    // rebases and the exports trie, which only a skeleton leaves out, has no bound
+    // (core/lief/lief_check.h). A renumbered bind is then machofix's own re-read's to
+    // refuse (verify_prune, verify_edit, verify_weak_link: test_ordinals and others).
     std::vector<uint8_t> changed = with_byte(built, site.offset, macho::BIND_OPCODE_SET_DYLIB_ORDINAL_IMM | 2);
-    CHECK(contains(cross_check_problem(built, changed), "bind of _malloc"));
+    CHECK(cross_check_problem(built, changed) == "");
+    // The load commands are still LIEF's to compare.
+    uint64_t name = built.command(kLcNote).offset;
+    CHECK(contains(cross_check_problem(built, with_byte(built, name, 0x30)), "load command"));
   }
   SUBCASE("a LINKEDIT offset outside __LINKEDIT") {
     Image built = samples::dyld_info_dylib().linkedit_data(kLcFunctionStarts, {0x10, 0}).build();
