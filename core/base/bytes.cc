@@ -137,8 +137,8 @@ void put_be64(MutableBytes out, uint64_t offset, uint64_t value) { put_u64(out, 
 
 std::optional<uint64_t> first_difference(const uint8_t* a, const uint8_t* b, uint64_t start, uint64_t end) {
   constexpr uint64_t kChunk = uint64_t(8) << 20;
-  for (uint64_t at = start; at < end; at += kChunk) {
-    uint64_t length = std::min(kChunk, end - at);
+  for (uint64_t at = start, length = 0; at < end; at += length) {
+    length = std::min({kChunk, mapping_uniform_extent(a + at, end - at), mapping_uniform_extent(b + at, end - at)});
     if (same_file_bytes(a + at, b + at, length)) continue;
     if (std::memcmp(a + at, b + at, length) != 0) {
       while (a[at] == b[at]) ++at;

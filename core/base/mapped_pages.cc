@@ -62,14 +62,28 @@ void release_mapped_pages(const uint8_t* data, uint64_t length) {
   // folios with huge page entries, and letting go of part of one splits it, with a
   // TLB flush on every CPU the process runs on (on a VM that cost more than hashing
   // the pages). A page let go that a pass still reads comes back from the page cache.
+  // A small mapping is kept whole: its pages cost less memory than the flushes of
+  // letting them go cost time (a batch of many small models, several jobs at once).
   constexpr uint64_t kBlock = uint64_t(2) << 20;
+  constexpr uint64_t kKeptWhole = uint64_t(16) << 20;
   std::optional<Mapping> mapping = mapping_holding(data, length);
-  if (!mapping || length == 0) return;
+  if (!mapping || length == 0 || mapping->size <= kKeptWhole) return;
   uint64_t page = system_page_size();
   uint64_t first = reinterpret_cast<uint64_t>(mapping->start), last = first + mapping->size / page * page;
   uint64_t address = reinterpret_cast<uint64_t>(data);
   uint64_t start = std::max(first, address / kBlock * kBlock), end = std::min(last, align_up(address + length, kBlock));
   if (end > start) madvise(reinterpret_cast<void*>(start), end - start, MADV_DONTNEED);
+}
+
+uint64_t mapping_uniform_extent(const uint8_t* data, uint64_t limit) {
+  Mappings& all = mappings();
+  std::lock_guard<std::mutex> lock(all.mutex);
+  uint64_t extent = limit;
+  for (const Mapping& mapping : all.ranges) {
+    if (mapping.holds(data, 1)) return std::min(limit, mapping.size - static_cast<uint64_t>(data - mapping.start));
+    if (mapping.start > data) extent = std::min(extent, static_cast<uint64_t>(mapping.start - data));
+  }
+  return extent;
 }
 
 std::optional<FileBehind> file_behind(const uint8_t* data, uint64_t length) {

@@ -31,8 +31,16 @@ std::optional<FileBehind> file_behind(const uint8_t* data, uint64_t length);
 // offset: the same bytes, so equal without reading either (both are read-only).
 bool same_file_bytes(const uint8_t* a, const uint8_t* b, uint64_t length);
 
-// Drops this process's resident pages wholly inside [data, data + length), if that
-// range lies in a registered read-only mapping; otherwise does nothing. Only a hint.
+// How many bytes from `data` on (at most `limit`) lie alike with respect to the
+// registered mappings: up to the end of the mapping holding `data`, or, outside every
+// mapping, up to the start of the next one. A pass that asks same_file_bytes of such
+// parts never straddles a mapping's edge (a slice's private head and its borrowed
+// middle, say), which would make the whole part read and compared.
+uint64_t mapping_uniform_extent(const uint8_t* data, uint64_t limit);
+
+// Drops this process's resident pages around [data, data + length) (out to whole
+// 2 MiB blocks), if that range lies in a registered read-only mapping larger than
+// 16 MiB; otherwise does nothing. Only a hint.
 void release_mapped_pages(const uint8_t* data, uint64_t length);
 
 }  // namespace machofix

@@ -24,7 +24,9 @@
 
 #include <algorithm>
 #include <exception>
+#include <optional>
 #include <thread>
+#include <vector>
 
 namespace machofix {
 
@@ -34,22 +36,50 @@ void check_hash_type(uint8_t hash_type) {
   if (stored_hash_size(hash_type) == 0) fail("unknown code signature hash type " + std::to_string(hash_type));
 }
 
+// Fills `buffer` with `length` bytes of `fd` from `offset`; false when the file
+// ended first (it shrank since it was mapped) or could not be read.
+bool read_fully(int fd, uint64_t offset, uint8_t* buffer, uint64_t length) {
+  while (length > 0) {
+    ssize_t got = pread(fd, buffer, length, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    buffer += got, offset += static_cast<uint64_t>(got), length -= static_cast<uint64_t>(got);
+  }
+  return true;
+}
+
+// Calls `consume(part, length)` for data[0, size) in order, in parts CommonCrypto's
+// 32-bit lengths can take; false as soon as it does. A large range of a file mapping
+// (a .pte blob's key hashes the whole blob) is read with pread, part by part, into
+// one buffer, never touched through the mapping: see kChunkBytes below.
+template <typename Consume>
+bool for_each_part(const uint8_t* data, size_t size, Consume consume) {
+  constexpr size_t kPart = size_t{1} << 20;
+  std::optional<FileBehind> file = size > kPart ? file_behind(data, size) : std::nullopt;
+  std::vector<uint8_t> buffer(file ? kPart : 0);
+  for (size_t done = 0, part = 0; done < size; done += part) {
+    part = std::min(size - done, kPart);
+    const uint8_t* bytes = data + done;
+    if (file) {
+      if (!read_fully(file->fd, file->offset + done, buffer.data(), part))
+        fail("the file changed while it was read (it is shorter than when it was opened)");
+      bytes = buffer.data();
+    }
+    if (!consume(bytes, part)) return false;
+  }
+  return true;
+}
+
 // The digest of data[0, size) into `out` (the hash type's full digest); false if the
 // library failed. Init/Update/Final of one algorithm, with the library's types.
 template <typename Context, typename Length, typename Init, typename Update, typename Final>
 bool digest_with(const uint8_t* data, size_t size, uint8_t* out, Init init, Update update, Final final) {
-  // In parts: CommonCrypto takes 32-bit lengths, and a mapped input lets go of each
-  // part once hashed (a .pte blob's key hashes the whole blob).
-  constexpr size_t kPart = size_t{8} << 20;
   Context context;
   if (init(&context) != 1) return false;
-  do {
-    size_t part = std::min(size, kPart);
-    if (update(&context, data, static_cast<Length>(part)) != 1) return false;
-    release_mapped_pages(data, part);
-    data += part, size -= part;
-  } while (size > 0);
-  return final(out, &context) == 1;
+  bool updated = for_each_part(data, size, [&](const uint8_t* part, size_t length) {
+    return update(&context, part, static_cast<Length>(length)) == 1;
+  });
+  return updated && final(out, &context) == 1;
 }
 
 bool digest(uint8_t hash_type, const uint8_t* data, size_t size, uint8_t* out) {
@@ -78,30 +108,44 @@ constexpr uint64_t kPagesPerThreadMinimum = 256;
 // kernel). A copy out of the page cache costs a fraction of hashing the same bytes.
 constexpr uint64_t kChunkBytes = uint64_t(1) << 20;
 
-// Fills `buffer` with `length` bytes of `fd` from `offset`; false when the file
-// ended first (it shrank since it was mapped) or could not be read.
-bool read_fully(int fd, uint64_t offset, uint8_t* buffer, uint64_t length) {
-  while (length > 0) {
-    ssize_t got = pread(fd, buffer, length, static_cast<off_t>(offset));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return false;
-    buffer += got, offset += static_cast<uint64_t>(got), length -= static_cast<uint64_t>(got);
-  }
-  return true;
+// The page before which half of the pages to hash lie (`stored`: known_hashes).
+uint64_t split_point(const std::vector<const uint8_t*>& stored, uint64_t pages) {
+  if (stored.empty()) return pages / 2;
+  uint64_t to_hash = static_cast<uint64_t>(std::count(stored.begin(), stored.end(), nullptr)), seen = 0;
+  for (uint64_t page = 0; page < pages; ++page)
+    if (!stored[page] && ++seen > to_hash / 2) return page;
+  return pages / 2;
 }
 
-// Hashes pages [first, end) of `code`, a chunk at a time; `progress` hears of each.
+// The stored hashes `known` gives for each page of `code` (nullptr: to be hashed).
+std::vector<const uint8_t*> known_hashes(const Bytes& code, uint64_t pages, uint64_t page_size, uint8_t hash_type,
+                                         const KnownPageHashes* known) {
+  std::vector<const uint8_t*> stored(known ? pages : 0, nullptr);
+  for (uint64_t page = 0; page < stored.size(); ++page) {
+    uint64_t at = page * page_size, length = std::min(page_size, code.size() - at);
+    stored[page] = known->find(code.data() + at, length, page, page_size, hash_type);
+  }
+  return stored;
+}
+
+// Hashes pages [first, end) of `code`, a chunk at a time, except those with a hash in
+// `stored` (known_hashes; empty: none), which are copied; `progress` hears of each
+// chunk. A chunk of a file mapping is read only when one of its pages is hashed.
 void hash_page_range(const Bytes& code, uint64_t page_size, uint8_t hash_type, uint64_t first, uint64_t end,
-                     std::vector<uint8_t>& out, ProgressMeter* progress, const KnownPageHashes* known) {
+                     std::vector<uint8_t>& out, ProgressMeter* progress, const std::vector<const uint8_t*>& stored) {
   Hasher hasher(hash_type);
   const uint64_t pages_per_chunk = std::max<uint64_t>(1, kChunkBytes / page_size);
+  auto stored_hash = [&](uint64_t page) { return stored.empty() ? nullptr : stored[page]; };
   std::vector<uint8_t> buffer;
   for (uint64_t chunk = first; chunk < end; chunk += pages_per_chunk) {
     uint64_t chunk_end = std::min(end, chunk + pages_per_chunk);
     uint64_t from = chunk * page_size, to = std::min(chunk_end * page_size, code.size());
     Bytes bytes = code.sub(from, to - from, "code pages");
     const uint8_t* read = bytes.data();
-    if (std::optional<FileBehind> file = file_behind(bytes.data(), bytes.size())) {
+    bool hashes_any = false;
+    for (uint64_t page = chunk; page < chunk_end && !hashes_any; ++page) hashes_any = !stored_hash(page);
+    std::optional<FileBehind> file = hashes_any ? file_behind(bytes.data(), bytes.size()) : std::nullopt;
+    if (file) {
       buffer.resize(bytes.size());
       if (!read_fully(file->fd, file->offset, buffer.data(), bytes.size()))
         code.fail_here(from, "the file changed while it was read (it is shorter than when it was opened)");
@@ -109,8 +153,7 @@ void hash_page_range(const Bytes& code, uint64_t page_size, uint8_t hash_type, u
     }
     for (uint64_t page = chunk; page < chunk_end; ++page) {
       uint64_t at = page * page_size - from, length = std::min(page_size, bytes.size() - at);
-      const uint8_t* stored = known ? known->find(bytes.data() + at, length, page, page_size, hash_type) : nullptr;
-      if (stored) std::copy(stored, stored + hasher.size(), out.data() + page * hasher.size());
+      if (const uint8_t* hash = stored_hash(page)) std::copy(hash, hash + hasher.size(), out.data() + page * hasher.size());
       else hasher.hash(Bytes(read + at, length), out.data() + page * hasher.size());
     }
     if (progress) progress->add(bytes.size());
@@ -161,25 +204,28 @@ std::vector<uint8_t> hash_pages(const Bytes& code, uint64_t page_size, uint8_t h
   uint64_t pages = page_count(code.size(), page_size);
   std::vector<uint8_t> out(pages * stored_hash_size(hash_type));
   ProgressMeter* progress = ProgressScope::current();  // the second thread has none of its own
-  bool two_threads = threads == 0 ? pages >= 2 * kPagesPerThreadMinimum && std::thread::hardware_concurrency() >= 2
+  std::vector<const uint8_t*> stored = known_hashes(code, pages, page_size, hash_type, known);
+  uint64_t hashed = stored.empty() ? pages : static_cast<uint64_t>(std::count(stored.begin(), stored.end(), nullptr));
+  bool two_threads = threads == 0 ? hashed >= 2 * kPagesPerThreadMinimum && std::thread::hardware_concurrency() >= 2
                                   : threads >= 2 && pages >= 2;
   if (!two_threads) {
-    hash_page_range(code, page_size, hash_type, 0, pages, out, progress, known);
+    hash_page_range(code, page_size, hash_type, 0, pages, out, progress, stored);
     return out;
   }
-  // Each thread writes its own slots of `out`; no page is shared.
-  uint64_t middle = pages / 2;
+  // Each thread writes its own slots of `out`; no page is shared. The pages to hash
+  // are split evenly (the known ones cost next to nothing).
+  uint64_t middle = split_point(stored, pages);
   std::exception_ptr second_failure;
   std::thread second([&] {
     try {
-      hash_page_range(code, page_size, hash_type, middle, pages, out, progress, known);
+      hash_page_range(code, page_size, hash_type, middle, pages, out, progress, stored);
     } catch (...) {
       second_failure = std::current_exception();
     }
   });
   std::exception_ptr first_failure;
   try {
-    hash_page_range(code, page_size, hash_type, 0, middle, out, progress, known);
+    hash_page_range(code, page_size, hash_type, 0, middle, out, progress, stored);
   } catch (...) {
     first_failure = std::current_exception();
   }

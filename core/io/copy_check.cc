@@ -78,7 +78,7 @@ void OutputMapping::unmap() {
 CopyChecker::CopyChecker(const MappedFile& input, const std::string& temp_path, uint64_t output_size, ByteProgress progress)
     : input_(input.bytes().data()), input_fd_(input.fd()), fd_(open_output(temp_path)), output_(fd_, output_size),
       progress_(std::move(progress), output_size) {
-  thread_ = std::thread([this] { run(); });
+  if (output_size >= kThreadedCopyMinimum) thread_ = std::thread([this] { run(); });
 }
 
 CopyChecker::~CopyChecker() {
@@ -128,6 +128,8 @@ void CopyChecker::resize_output(uint64_t size) {
 
 void CopyChecker::finish() {
   stop();
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!queue_.empty()) compare_next(lock);  // no thread of its own, or nothing left
   if (error_) std::rethrow_exception(error_);
 }
 

@@ -77,7 +77,8 @@ class CopyChecker {
   void help();
   // The output now has this size; only between help() and the next submit().
   void resize_output(uint64_t size);
-  // Waits for every submitted range; throws the mismatch found.
+  // Waits for every submitted range (compares them here if the checker has no
+  // thread of its own); throws the mismatch found.
   void finish();
 
  private:
@@ -111,11 +112,21 @@ class CopyChecker {
 // Copies go a chunk at a time, so that the comparison of one chunk runs while the
 // next is copied and, for an in-place rewrite, each chunk's writeback starts at once
 // (the disk works meanwhile and commit()'s fsync has little left to wait for).
-constexpr uint64_t kCopyChunk = 8ull << 20;
+// 2 MiB: a 10 MB dylib's comparison then overlaps nearly all of its copy (with 8 MiB
+// chunks, one chunk of 8 and one of 2, it mostly followed it), and 1 GiB .pte copies
+// take the same time with either.
+constexpr uint64_t kCopyChunk = 2ull << 20;
+
+// Below this output size (two chunks) the checker compares in the thread that calls
+// help() or finish(), and a .pte's early copy runs in the caller: with less to copy
+// there is no overlap worth a thread, whose start and end (its stack let go, which
+// interrupts every other CPU of the process for a TLB flush) cost more; a batch of many
+// small models with --jobs 2 ran slower than with --jobs 1.
+constexpr uint64_t kThreadedCopyMinimum = 2 * kCopyChunk;
 
 // How much to copy from output offset `at`: up to the next multiple of kCopyChunk
 // (counted in whole pages, so a chunk that starts inside a page ends at the same
-// place in another page). The page cache then builds each 8 MiB block of the output
+// place in another page). The page cache then builds each 2 MiB block of the output
 // from a single copy_file_range call, in large folios; chunks that cut the blocks
 // elsewhere (a segment at 58352, say) made a 1 GiB .pte copy 25% slower.
 uint64_t copy_chunk_at(uint64_t at);

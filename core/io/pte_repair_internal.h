@@ -72,8 +72,9 @@ Plan make_plan(const Container& container, std::vector<JudgedBlob>& judged, PteR
 
 // --- the writing (core/io/pte_write.cc) ---------------------------------------------
 
-// Copies the whole input to the output, chunk by chunk, on a thread of its own,
-// while the blobs are being rewritten, and hands each chunk to the checker as it
+// Copies the whole input to the output, chunk by chunk, on a thread of its own
+// (a small input: at once, in the constructor; kThreadedCopyMinimum) while the
+// blobs are being rewritten, and hands each chunk to the checker as it
 // goes. Usually every blob keeps its size, so the output is the input with a few
 // byte ranges replaced and this copy is most of the work; starting it before the
 // plan exists takes the plan (a few milliseconds of pruning, signing and

@@ -26,7 +26,8 @@ void for_each_chunk(const Piece& piece, OnChunk chunk) {
 
 CopyAhead::CopyAhead(const MappedFile& input, AtomicOutput& output, CopyChecker& checker)
     : input_(input), output_(output), checker_(checker) {
-  thread_ = std::thread([this] { run(); });
+  if (input.size() >= kThreadedCopyMinimum) thread_ = std::thread([this] { run(); });
+  else run();  // small: copied here and now (kThreadedCopyMinimum)
 }
 
 void CopyAhead::finish() {

@@ -2,14 +2,17 @@
 // memory does not grow with the file), their bytes stay readable, and memory that is
 // not a registered file mapping is never touched.
 #include <doctest/doctest.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <numeric>
 #include <string>
 #include <vector>
 
+#include "core/base/error.h"
 #include "core/io/file_io.h"
 #include "core/base/mapped_pages.h"
 #include "core/base/sha.h"
@@ -74,8 +77,78 @@ TEST_CASE("hashing every page of a mapped file costs no memory for the file") {
   std::remove(path.c_str());
 }
 
+TEST_CASE("a digest of a whole mapped file (a .pte blob's key) costs no memory for the file") {
+  std::string path = "/tmp/machofix-digest-pages-" + std::to_string(getpid());
+  {
+    std::vector<uint8_t> twos(kSize, 2);
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(twos.data()), kSize);
+  }
+  {
+    MappedFile file(path);
+    uint64_t before = resident_bytes();
+    std::string digest = sha256_hex(file.bytes());
+    uint64_t after = resident_bytes();
+    std::vector<uint8_t> twos(kSize, 2);
+    CHECK(digest == sha256_hex(Bytes(twos)));
+#ifdef __linux__
+    CHECK(after < before + kSize / 4);
+#endif
+  }
+  std::remove(path.c_str());
+}
+
 TEST_CASE("release_mapped_pages leaves memory alone that is no registered mapping") {
-  std::vector<uint8_t> built(kSize, 0xab);
-  release_mapped_pages(built.data(), built.size());
-  CHECK(std::all_of(built.begin(), built.end(), [](uint8_t byte) { return byte == 0xab; }));
+  // Page-aligned, as an OutputImage's private pages are: a release of them would
+  // succeed (and zero them), where an unaligned vector's would be refused anyway.
+  void* mapped = mmap(nullptr, kSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(mapped != MAP_FAILED);
+  uint8_t* built = static_cast<uint8_t*>(mapped);
+  std::fill(built, built + kSize, 0xab);
+  release_mapped_pages(built, kSize);
+  CHECK(std::all_of(built, built + kSize, [](uint8_t byte) { return byte == 0xab; }));
+  munmap(mapped, kSize);
+}
+
+namespace {
+
+// Knows a made-up hash for every page before `first_unknown` and after `last_unknown`.
+class KnowsAllBut : public KnownPageHashes {
+ public:
+  KnowsAllBut(uint64_t first_unknown, uint64_t last_unknown) : first_(first_unknown), last_(last_unknown) {}
+  const uint8_t* find(const uint8_t*, uint64_t, uint64_t index, uint64_t, uint8_t) const override {
+    return index >= first_ && index <= last_ ? nullptr : hash_.data();
+  }
+  const std::vector<uint8_t>& hash() const { return hash_; }
+
+ private:
+  uint64_t first_, last_;
+  std::vector<uint8_t> hash_ = std::vector<uint8_t>(32, 0x5a);
+};
+
+}  // namespace
+
+TEST_CASE("hash_pages reads no part of a mapped file whose page hashes are all known") {
+  constexpr uint64_t kFile = 4ull << 20, kPages = kFile / 4096;
+  std::string path = "/tmp/machofix-known-pages-" + std::to_string(getpid());
+  {
+    std::vector<uint8_t> ones(kFile, 1);
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(ones.data()), kFile);
+  }
+  {
+    MappedFile file(path);
+    // Two threads agree with one when the pages to hash lie in one half only.
+    KnowsAllBut second_half(kPages / 2, kPages);
+    CHECK(hash_pages(file.bytes(), 4096, kHashSha256, 2, &second_half) ==
+          hash_pages(file.bytes(), 4096, kHashSha256, 1, &second_half));
+    // Cut short under the mapping: a read fails, so only a pass that reads nothing succeeds.
+    REQUIRE(truncate(path.c_str(), 0) == 0);
+    KnowsAllBut every(kPages, kPages);
+    std::vector<uint8_t> hashes = hash_pages(file.bytes(), 4096, kHashSha256, 0, &every);
+    REQUIRE(hashes.size() == kPages * 32);
+    CHECK(std::equal(hashes.end() - 32, hashes.end(), every.hash().begin()));
+    KnowsAllBut all_but_one(700, 700);
+    CHECK_THROWS_WITH_AS(hash_pages(file.bytes(), 4096, kHashSha256, 0, &all_but_one),
+                         doctest::Contains("the file changed while it was read"), Error);
+  }
+  std::remove(path.c_str());
 }

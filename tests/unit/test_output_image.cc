@@ -118,3 +118,20 @@ TEST_CASE("first_difference finds a change next to borrowed bytes") {
   copy[kSize / 2] ^= 1;  // a copy is compared byte for byte, borrowed or not
   CHECK(first_difference(copy.data(), file.bytes().data(), 0, kSize) == kSize / 2);
 }
+
+TEST_CASE("a pass over an image stops at the edges of its borrowed range") {
+  PatternFile pattern;
+  MappedFile file(pattern.path);
+  OutputImage image = OutputImage::borrowing(file.bytes(), kPage, kSize - kPage, 0);
+  const uint8_t* start = image.data();
+  // The private head runs up to the borrowed middle, which runs to its own end.
+  CHECK(mapping_uniform_extent(start, kSize) == kPage);
+  CHECK(mapping_uniform_extent(start + 100, kSize) == kPage - 100);
+  CHECK(mapping_uniform_extent(start + kPage, kSize) == kSize - 2 * kPage);
+  CHECK(mapping_uniform_extent(start + kPage, 10) == 10);
+  CHECK(mapping_uniform_extent(start + kSize - kPage, kPage) == kPage);
+  // So first_difference compares the head alone and proves the middle without reading it.
+  image.data()[kPage - 1] ^= 1;
+  CHECK(first_difference(image.data(), file.bytes().data(), 0, kSize) == kPage - 1);
+  CHECK(first_difference(image.data(), file.bytes().data(), kPage, kSize) == std::nullopt);
+}
