@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/base/error.h"
+#include "core/base/mapped_pages.h"
 #include "core/base/proof_seam.h"
 #include "core/base/util.h"
 #include "core/io/shared_extents.h"
@@ -27,14 +28,6 @@ constexpr uint64_t kReleaseBatch = 8ull << 20;
 // Ranges are compared in parts of at most this, so that the checker and a helping
 // thread can share one range.
 constexpr uint64_t kCompareUnit = 1ull << 20;
-
-// Drops the pages of [offset, offset + length) of a read-only file mapping from
-// this process; they stay in the page cache. Only a hint.
-void release_pages(const uint8_t* base, uint64_t offset, uint64_t length) {
-  uint64_t page = system_page_size();
-  uint64_t start = offset - offset % page;
-  madvise(const_cast<uint8_t*>(base) + start, offset + length - start, MADV_DONTNEED);
-}
 
 void compare_range(const uint8_t* input, const uint8_t* output, const CopiedRange& range) {
   const uint8_t* expected = input + range.in_at;
@@ -68,10 +61,13 @@ void OutputMapping::map(uint64_t size) {
   void* base = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd_, 0);
   if (base == MAP_FAILED) fail("cannot map the temporary output to verify it");
   base_ = static_cast<const uint8_t*>(base);
+  register_read_only_mapping(base_, size_, fd_);  // so release_mapped_pages lets its pages go
 }
 
 void OutputMapping::unmap() {
-  if (base_) munmap(const_cast<uint8_t*>(base_), size_);
+  if (!base_) return;
+  unregister_read_only_mapping(base_);
+  munmap(const_cast<uint8_t*>(base_), size_);
   base_ = nullptr;
 }
 
@@ -196,8 +192,8 @@ void CopyChecker::note_compared(const CopiedRange& range, std::unique_lock<std::
   compared_bytes_ = 0;
   lock.unlock();
   for (const CopiedRange& kept : batch) {
-    release_pages(input_, kept.in_at, kept.length);
-    release_pages(output_.data(), kept.out_at, kept.length);
+    release_mapped_pages(input_ + kept.in_at, kept.length);
+    release_mapped_pages(output_.data() + kept.out_at, kept.length);
   }
   lock.lock();
 }

@@ -229,6 +229,15 @@ void AtomicOutput::write_at(uint64_t offset, const uint8_t* data, uint64_t size)
   }
 }
 
+void AtomicOutput::write_reporting(uint64_t offset, const uint8_t* data, uint64_t size, ProgressMeter* progress) {
+  constexpr uint64_t kPart = 8ull << 20;  // a progress report at most this far apart
+  for (uint64_t done = 0; done < size; done += kPart) {
+    uint64_t length = std::min(kPart, size - done);
+    write_at(offset + done, data + done, length);
+    if (progress) progress->add(length);
+  }
+}
+
 void AtomicOutput::copy_from(int in_fd, uint64_t in_offset, uint64_t out_offset, uint64_t length) {
 #if defined(__APPLE__)
   if (fresh_ && in_offset == 0 && out_offset == 0 && copy_whole_file(in_fd, length)) return;
@@ -394,13 +403,8 @@ void AtomicOutput::commit() {
 
 void write_file_atomically(const std::string& target, const std::vector<uint8_t>& data, mode_t mode, bool durable,
                            ProgressMeter* progress) {
-  constexpr uint64_t kPart = 8ull << 20;  // a progress report at most this far apart
   AtomicOutput output(target, mode, durable);
-  for (uint64_t at = 0; at < data.size(); at += kPart) {
-    uint64_t length = std::min<uint64_t>(kPart, data.size() - at);
-    output.write_at(at, data.data() + at, length);
-    if (progress) progress->add(length);
-  }
+  output.write_reporting(0, data.data(), data.size(), progress);
   output.commit();
 }
 

@@ -79,6 +79,8 @@ class AtomicOutput {
 
   void write_at(uint64_t offset, const uint8_t* data, uint64_t size);
   void write_at(uint64_t offset, const std::vector<uint8_t>& data) { write_at(offset, data.data(), data.size()); }
+  // The same, 8 MiB at a time, each part reported to `progress` (if any) once written.
+  void write_reporting(uint64_t offset, const uint8_t* data, uint64_t size, ProgressMeter* progress);
   // Copies [in_offset, in_offset + length) of `in_fd` to out_offset, in the kernel
   // where it can (copy_file_range), else through a small buffer. On macOS a copy of a
   // whole file into a fresh output is a clone (clone_from) or fcopyfile, and ranges
