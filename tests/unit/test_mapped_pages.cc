@@ -38,17 +38,26 @@ uint64_t checksum(const uint8_t* data, uint64_t size) {
   return sum;
 }
 
+// A file of `bytes` under /tmp, removed with the object.
+struct ScratchFile {
+  std::string path;
+  ScratchFile(const std::string& name, const std::vector<uint8_t>& bytes)
+      : path("/tmp/machofix-" + name + "-" + std::to_string(getpid())) {
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  }
+  ~ScratchFile() { std::remove(path.c_str()); }
+};
+
 }  // namespace
 
 TEST_CASE("release_mapped_pages drops a mapped file's pages, which stay readable") {
-  std::string path = "/tmp/machofix-mapped-pages-" + std::to_string(getpid());
-  {
+  ScratchFile scratch("mapped-pages", [] {
     std::vector<uint8_t> pattern(kSize);
     for (uint64_t i = 0; i < kSize; ++i) pattern[i] = static_cast<uint8_t>(i * 7 + i / 4096);
-    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(pattern.data()), kSize);
-  }
+    return pattern;
+  }());
   {
-    MappedFile file(path);
+    MappedFile file(scratch.path);
     uint64_t before = checksum(file.bytes().data(), kSize);  // every page touched
     uint64_t touched = resident_bytes();
     release_mapped_pages(file.bytes().data(), kSize);
@@ -57,17 +66,12 @@ TEST_CASE("release_mapped_pages drops a mapped file's pages, which stay readable
 #endif
     CHECK(checksum(file.bytes().data(), kSize) == before);
   }
-  std::remove(path.c_str());
 }
 
 TEST_CASE("hashing every page of a mapped file costs no memory for the file") {
-  std::string path = "/tmp/machofix-hashed-pages-" + std::to_string(getpid());
+  ScratchFile scratch("hashed-pages", std::vector<uint8_t>(kSize, 1));
   {
-    std::vector<uint8_t> zeros(kSize, 1);
-    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(zeros.data()), kSize);
-  }
-  {
-    MappedFile file(path);
+    MappedFile file(scratch.path);
     uint64_t before = resident_bytes();
     std::vector<uint8_t> hashes = hash_pages(file.bytes(), 4096, kHashSha256);
     CHECK(hashes.size() == kSize / 4096 * 32);
@@ -75,17 +79,12 @@ TEST_CASE("hashing every page of a mapped file costs no memory for the file") {
     CHECK(resident_bytes() < before + kSize / 4);
 #endif
   }
-  std::remove(path.c_str());
 }
 
 TEST_CASE("a digest of a whole mapped file (a .pte blob's key) costs no memory for the file") {
-  std::string path = "/tmp/machofix-digest-pages-" + std::to_string(getpid());
+  ScratchFile scratch("digest-pages", std::vector<uint8_t>(kSize, 2));
   {
-    std::vector<uint8_t> twos(kSize, 2);
-    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(twos.data()), kSize);
-  }
-  {
-    MappedFile file(path);
+    MappedFile file(scratch.path);
     uint64_t before = resident_bytes();
     std::string digest = sha256_hex(file.bytes());
     uint64_t after = resident_bytes();
@@ -95,17 +94,12 @@ TEST_CASE("a digest of a whole mapped file (a .pte blob's key) costs no memory f
     CHECK(after < before + kSize / 4);
 #endif
   }
-  std::remove(path.c_str());
 }
 
 TEST_CASE("a digest of an image borrowing a mapped file's middle costs no memory for that middle") {
-  std::string path = "/tmp/machofix-digest-image-" + std::to_string(getpid());
+  ScratchFile scratch("digest-image", std::vector<uint8_t>(kSize, 3));
   {
-    std::vector<uint8_t> threes(kSize, 3);
-    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(threes.data()), kSize);
-  }
-  {
-    MappedFile file(path);
+    MappedFile file(scratch.path);
     OutputImage image = OutputImage::borrowing(file.bytes(), 4096, kSize - 4096, 0);
     REQUIRE(image.borrowed_size() == kSize - 2 * 4096);
     image.data()[10] = 4;  // the private head differs from the file
@@ -119,7 +113,6 @@ TEST_CASE("a digest of an image borrowing a mapped file's middle costs no memory
     CHECK(after < before + kSize / 4);
 #endif
   }
-  std::remove(path.c_str());
 }
 
 TEST_CASE("release_mapped_pages leaves memory alone that is no registered mapping") {
@@ -154,19 +147,15 @@ class KnowsAllBut : public KnownPageHashes {
 
 TEST_CASE("hash_pages reads no part of a mapped file whose page hashes are all known") {
   constexpr uint64_t kFile = 4ull << 20, kPages = kFile / 4096;
-  std::string path = "/tmp/machofix-known-pages-" + std::to_string(getpid());
+  ScratchFile scratch("known-pages", std::vector<uint8_t>(kFile, 1));
   {
-    std::vector<uint8_t> ones(kFile, 1);
-    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(ones.data()), kFile);
-  }
-  {
-    MappedFile file(path);
+    MappedFile file(scratch.path);
     // Two threads agree with one when the pages to hash lie in one half only.
     KnowsAllBut second_half(kPages / 2, kPages);
     CHECK(hash_pages(file.bytes(), 4096, kHashSha256, 2, &second_half) ==
           hash_pages(file.bytes(), 4096, kHashSha256, 1, &second_half));
     // Cut short under the mapping: a read fails, so only a pass that reads nothing succeeds.
-    REQUIRE(truncate(path.c_str(), 0) == 0);
+    REQUIRE(truncate(scratch.path.c_str(), 0) == 0);
     KnowsAllBut every(kPages, kPages);
     std::vector<uint8_t> hashes = hash_pages(file.bytes(), 4096, kHashSha256, 0, &every);
     REQUIRE(hashes.size() == kPages * 32);
@@ -175,5 +164,4 @@ TEST_CASE("hash_pages reads no part of a mapped file whose page hashes are all k
     CHECK_THROWS_WITH_AS(hash_pages(file.bytes(), 4096, kHashSha256, 0, &all_but_one),
                          doctest::Contains("the file changed while it was read"), Error);
   }
-  std::remove(path.c_str());
 }
