@@ -92,6 +92,19 @@ std::optional<FileBehind> file_behind(const uint8_t* data, uint64_t length) {
   return FileBehind{mapping->fd, mapping->file_offset + static_cast<uint64_t>(data - mapping->start)};
 }
 
+const uint8_t* bytes_to_read(const uint8_t* data, uint64_t length, std::vector<uint8_t>& buffer) {
+  std::optional<FileBehind> file = file_behind(data, length);
+  if (!file) return data;
+  if (buffer.size() < length) buffer.resize(length);
+  for (uint64_t done = 0; done < length;) {
+    ssize_t got = retry_on_eintr(
+        [&] { return pread(file->fd, buffer.data() + done, length - done, static_cast<off_t>(file->offset + done)); });
+    if (got <= 0) return nullptr;
+    done += static_cast<uint64_t>(got);
+  }
+  return buffer.data();
+}
+
 bool same_file_bytes(const uint8_t* a, const uint8_t* b, uint64_t length) {
   std::optional<FileBehind> first = file_behind(a, length), second = file_behind(b, length);
   return first && second && first->fd == second->fd && first->offset == second->offset;

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 namespace machofix {
 
@@ -26,6 +27,15 @@ struct FileBehind {
   uint64_t offset = 0;  // of the first byte, in that file
 };
 std::optional<FileBehind> file_behind(const uint8_t* data, uint64_t length);
+
+// The bytes data[0, length) for a pass that reads them once (hashing): `data` itself,
+// or, when they lie in one registered mapping, a copy read with pread into `buffer`
+// (resized to fit): touching the mapping would cost resident memory for every page,
+// and letting the pages go again (madvise) makes the kernel interrupt every other CPU
+// of the process to flush its TLB. A copy out of the page cache costs a fraction of
+// hashing the same bytes. nullptr when the file ended first (it shrank since it was
+// mapped) or could not be read.
+const uint8_t* bytes_to_read(const uint8_t* data, uint64_t length, std::vector<uint8_t>& buffer);
 
 // True when both ranges lie in registered mappings of the same open file at the same
 // offset: the same bytes, so equal without reading either (both are read-only).

@@ -1,9 +1,5 @@
 #include "core/base/sha.h"
 
-#include <unistd.h>
-
-#include <cerrno>
-
 #include "core/base/mapped_pages.h"
 #include "core/base/progress.h"
 #include "core/base/util.h"
@@ -24,7 +20,6 @@
 
 #include <algorithm>
 #include <exception>
-#include <optional>
 #include <thread>
 #include <vector>
 
@@ -36,34 +31,19 @@ void check_hash_type(uint8_t hash_type) {
   if (stored_hash_size(hash_type) == 0) fail("unknown code signature hash type " + std::to_string(hash_type));
 }
 
-// The pages of a file mapping (an input, an OutputImage's borrowed code) are hashed
-// from a buffer filled with pread, not through the mapping: touching the mapping
-// would cost memory for every page, and letting the pages go again (madvise) makes
-// the kernel interrupt every other CPU of the process to flush its TLB, which on a
-// VM cost more than the hashing (verify of 211 MB: 0.35 s, 0.5 s of it in the
-// kernel). A copy out of the page cache costs a fraction of hashing the same bytes.
-// 256 KiB: the buffer stays in the core's cache between the copy and the hashing,
-// and costs 64 page faults to set up instead of 256 (verify of 10 MB: 9.9 -> 7.5 ms
-// with 1 MiB -> 256 KiB; 211 MB the same).
+// Pages are hashed a chunk at a time; those of a file mapping are read into a buffer
+// (bytes_to_read, core/base/mapped_pages.h). 256 KiB: the buffer stays in the core's
+// cache between the copy and the hashing, and costs 64 page faults to set up instead
+// of 256 (verify of 10 MB: 9.9 -> 7.5 ms with 1 MiB -> 256 KiB; 211 MB the same).
 constexpr uint64_t kChunkBytes = uint64_t(256) << 10;
 
-// Fills `buffer` with `length` bytes of `fd` from `offset`; false when the file
-// ended first (it shrank since it was mapped) or could not be read.
-bool read_fully(int fd, uint64_t offset, uint8_t* buffer, uint64_t length) {
-  while (length > 0) {
-    ssize_t got = pread(fd, buffer, length, static_cast<off_t>(offset));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return false;
-    buffer += got, offset += static_cast<uint64_t>(got), length -= static_cast<uint64_t>(got);
-  }
-  return true;
-}
+constexpr const char* kFileShrank = "the file changed while it was read (it is shorter than when it was opened)";
 
 // Calls `consume(part, length)` for data[0, size) in order, in parts CommonCrypto's
 // 32-bit lengths can take; false as soon as it does. In a large range (a .pte blob's
 // key hashes the whole blob, perhaps an OutputImage whose middle maps the input), the
 // parts that lie in a file mapping are read with pread into one buffer, never touched
-// through the mapping (kChunkBytes, above).
+// through the mapping (bytes_to_read).
 template <typename Consume>
 bool for_each_part(const uint8_t* data, size_t size, Consume consume) {
   constexpr size_t kPart = kChunkBytes;
@@ -73,12 +53,8 @@ bool for_each_part(const uint8_t* data, size_t size, Consume consume) {
     const uint8_t* bytes = data + done;
     if (size > kPart) {  // a page or a small blob is hashed where it is
       part = std::min<size_t>(part, mapping_uniform_extent(bytes, part));
-      if (std::optional<FileBehind> file = file_behind(bytes, part)) {
-        buffer.resize(kPart);
-        if (!read_fully(file->fd, file->offset, buffer.data(), part))
-          fail("the file changed while it was read (it is shorter than when it was opened)");
-        bytes = buffer.data();
-      }
+      bytes = bytes_to_read(bytes, part, buffer);
+      if (!bytes) fail(kFileShrank);
     }
     if (!consume(bytes, part)) return false;
   }
@@ -115,10 +91,11 @@ bool digest(uint8_t hash_type, const uint8_t* data, size_t size, uint8_t* out) {
 // Below this many pages a second thread costs more than it saves.
 constexpr uint64_t kPagesPerThreadMinimum = 256;
 
-// The page before which half of the pages to hash lie (`stored`: known_hashes).
-uint64_t split_point(const std::vector<const uint8_t*>& stored, uint64_t pages) {
+// The page before which half of the `to_hash` pages to hash lie (`stored`:
+// known_hashes).
+uint64_t split_point(const std::vector<const uint8_t*>& stored, uint64_t pages, uint64_t to_hash) {
   if (stored.empty()) return pages / 2;
-  uint64_t to_hash = static_cast<uint64_t>(std::count(stored.begin(), stored.end(), nullptr)), seen = 0;
+  uint64_t seen = 0;
   for (uint64_t page = 0; page < pages; ++page)
     if (!stored[page] && ++seen > to_hash / 2) return page;
   return pages / 2;
@@ -148,16 +125,10 @@ void hash_page_range(const Bytes& code, uint64_t page_size, uint8_t hash_type, u
     uint64_t chunk_end = std::min(end, chunk + pages_per_chunk);
     uint64_t from = chunk * page_size, to = std::min(chunk_end * page_size, code.size());
     Bytes bytes = code.sub(from, to - from, "code pages");
-    const uint8_t* read = bytes.data();
     bool hashes_any = false;
     for (uint64_t page = chunk; page < chunk_end && !hashes_any; ++page) hashes_any = !stored_hash(page);
-    std::optional<FileBehind> file = hashes_any ? file_behind(bytes.data(), bytes.size()) : std::nullopt;
-    if (file) {
-      buffer.resize(bytes.size());
-      if (!read_fully(file->fd, file->offset, buffer.data(), bytes.size()))
-        code.fail_here(from, "the file changed while it was read (it is shorter than when it was opened)");
-      read = buffer.data();
-    }
+    const uint8_t* read = hashes_any ? bytes_to_read(bytes.data(), bytes.size(), buffer) : bytes.data();
+    if (!read) code.fail_here(from, kFileShrank);
     for (uint64_t page = chunk; page < chunk_end; ++page) {
       uint64_t at = page * page_size - from, length = std::min(page_size, bytes.size() - at);
       if (const uint8_t* hash = stored_hash(page)) std::copy(hash, hash + hasher.size(), out.data() + page * hasher.size());
@@ -221,7 +192,7 @@ std::vector<uint8_t> hash_pages(const Bytes& code, uint64_t page_size, uint8_t h
   }
   // Each thread writes its own slots of `out`; no page is shared. The pages to hash
   // are split evenly (the known ones cost next to nothing).
-  uint64_t middle = split_point(stored, pages);
+  uint64_t middle = split_point(stored, pages, hashed);
   std::exception_ptr second_failure;
   std::thread second([&] {
     try {

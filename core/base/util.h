@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -23,6 +24,16 @@ inline uint64_t system_page_size() {
 inline std::string last_path_component(const std::string& path) {
   size_t slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// A system call repeated while a signal interrupts it (EINTR), as every read and write
+// loop needs: its result otherwise.
+template <typename Call>
+auto retry_on_eintr(Call call) {
+  for (;;) {
+    auto result = call();
+    if (!(result < 0 && errno == EINTR)) return result;
+  }
 }
 
 // The bytes in lowercase hex, two digits each.

@@ -15,13 +15,13 @@
 
 #include <sys/types.h>
 
-#include <cerrno>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "core/base/bytes.h"
 #include "core/base/progress.h"
+#include "core/base/util.h"  // retry_on_eintr
 
 namespace machofix {
 
@@ -29,16 +29,6 @@ inline constexpr const char* kStandardStream = "-";
 inline bool is_standard_stream(const std::string& path) { return path == kStandardStream; }
 
 // A read-only memory map of a whole file; "-": of standard input.
-// A system call repeated while a signal interrupts it (EINTR), as every read and write
-// loop here needs: its result otherwise.
-template <typename Call>
-auto retry_on_eintr(Call call) {
-  for (;;) {
-    auto result = call();
-    if (!(result < 0 && errno == EINTR)) return result;
-  }
-}
-
 class MappedFile {
  public:
   explicit MappedFile(const std::string& path);

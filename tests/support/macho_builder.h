@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "core/base/bytes.h"
+#include "core/base/util.h"  // align_up
 #include "core/format/macho_format.h"
 #include "core/format/macho_structs.h"
 
@@ -57,10 +58,6 @@ constexpr uint16_t N_WEAK_REF = 0x40;
 constexpr uint16_t N_WEAK_DEF = 0x80;
 
 // ----------------------------------------------------------------- byte helpers
-
-inline uint64_t align_up(uint64_t value, uint64_t alignment) {
-  return alignment <= 1 ? value : (value + alignment - 1) / alignment * alignment;
-}
 
 inline void append_u8(std::vector<uint8_t>& out, uint8_t value) { out.push_back(value); }
 inline void append_u16(std::vector<uint8_t>& out, uint16_t value) {
