@@ -30,38 +30,21 @@ PteReport repair_pte(const MappedFile& input, const std::string& output_path, co
   bool writes = !dry_run && !output_path.empty();
   bool in_place = writes && same_file(input, output_path);
   // Replacing the input must survive a power loss; a new file beside it need not.
-  // Destroyed in reverse: the copy stops, then the checker, then the temporary
-  // file goes unless committed.
-  std::optional<AtomicOutput> output;
-  std::optional<CopyChecker> checker;
-  std::optional<CopyAhead> ahead;
-  if (writes) {
-    output.emplace(output_path, input.mode(), /*durable=*/in_place);
-    // Where the file system shares blocks, the output starts as a clone of the input
-    // and the copies are proven by its extent map (shared_extents.h); elsewhere that
-    // map is never asked (it would write back every copied page first).
-    bool cloned = output->clone_from(input.fd());
-    output->truncate(input.size());
-    checker.emplace(input, output->temp_path(), input.size(), options.progress);
-    if (cloned) checker->prove_shared_extents();
-    ahead.emplace(input, *output, *checker);
-  }
+  std::optional<CopiedOutput> copied;
+  if (writes) copied.emplace(input, output_path, /*durable=*/in_place, options.progress);
   Plan plan = make_plan(container, judged, report);
   // Unchanged: an identical copy for another path, nothing at all in place.
   if (!writes || (!plan.changed && in_place)) return report;
   if (keeps_layout(plan, input.size())) {
-    write_new_bytes(plan, *output, *checker, *ahead);
+    write_new_bytes(plan, *copied);
   } else {
-    ahead.reset();
-    checker->help();  // nothing reads the output while it changes size
-    output->truncate(plan.output_size);
-    checker->resize_output(plan.output_size);
-    write_pieces(input, plan, *output, *checker);
+    copied->abandon_copy(plan.output_size);
+    write_pieces(input, plan, copied->output(), copied->checker());
   }
-  verify_output(container, plan, output->temp_path(), *checker);
-  output->commit();
+  verify_output(container, plan, copied->output().temp_path(), copied->checker());
+  copied->output().commit();
   report.written = true;
-  report.bytes_shared = checker->proven_shared_bytes();
+  report.bytes_shared = copied->checker().proven_shared_bytes();
   return report;
 }
 

@@ -3,14 +3,12 @@
 // output before it is committed (core/io/pte_verify.cc). Internal to core/pte*.cc.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
-#include <exception>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "core/io/copy_ahead.h"
 #include "core/io/copy_check.h"
 #include "core/io/file_io.h"
 #include "core/io/pte.h"
@@ -72,40 +70,6 @@ Plan make_plan(const Container& container, std::vector<JudgedBlob>& judged, PteR
 
 // --- the writing (core/io/pte_write.cc) ---------------------------------------------
 
-// Copies the whole input to the output, chunk by chunk, on a thread of its own
-// (a small input: at once, in the constructor; kThreadedCopyMinimum) while the
-// blobs are being rewritten, and hands each chunk to the checker as it
-// goes. Usually every blob keeps its size, so the output is the input with a few
-// byte ranges replaced and this copy is most of the work; starting it before the
-// plan exists takes the plan (a few milliseconds of pruning, signing and
-// re-reading) off the critical path. When the plan keeps every segment in place,
-// the new bytes are written once all of it is copied and compared; otherwise the
-// copy is stopped and the pieces are written as usual.
-class CopyAhead {
- public:
-  CopyAhead(const MappedFile& input, AtomicOutput& output, CopyChecker& checker);
-  ~CopyAhead() { stop(); }
-  CopyAhead(const CopyAhead&) = delete;
-  CopyAhead& operator=(const CopyAhead&) = delete;
-
-  // Waits until the whole input is copied; throws what made the copy fail.
-  void finish();
-  // Stops copying (the output is about to be written another way) and waits for
-  // the thread.
-  void stop();
-
- private:
-  void run();
-
-  const MappedFile& input_;
-  AtomicOutput& output_;
-  CopyChecker& checker_;
-  std::thread thread_;
-  std::atomic<bool> stopping_{false};
-  uint64_t copied_ = 0;        // written by the thread, read after join
-  std::exception_ptr error_;  // likewise
-};
-
 // Whether every copied piece stays where it was in the input and the size is
 // unchanged: then the early copy already holds every byte but the new ones.
 bool keeps_layout(const Plan& plan, uint64_t input_size);
@@ -113,11 +77,10 @@ bool keeps_layout(const Plan& plan, uint64_t input_size);
 // Writes every piece; hands each copied chunk to `checker` once it is written.
 void write_pieces(const MappedFile& input, const Plan& plan, AtomicOutput& output, CopyChecker& checker);
 
-// The layout is kept: `ahead` copies every byte where it belongs, and the plan is
-// made; this thread now helps compare the copied chunks. Only the new bytes
-// remain, written once the copy and its comparison are done, so that neither can
-// see them.
-void write_new_bytes(const Plan& plan, AtomicOutput& output, CopyChecker& checker, CopyAhead& ahead);
+// The layout is kept: the early copy holds every byte where it belongs, and the plan
+// is made. Only the new bytes remain, written once the copy and its comparison are
+// done (CopiedOutput::finish_copy).
+void write_new_bytes(const Plan& plan, CopiedOutput& output);
 
 // Whether `path` names the input's own file (standard output never does).
 bool same_file(const MappedFile& input, const std::string& path);

@@ -1,12 +1,12 @@
-// repair_pte's writing: the input copied to the output a chunk at a time (the kernel
-// copies; each chunk handed to the CopyChecker as soon as it is written), early while
-// the blobs are rewritten, and the new bytes written over it.
+// repair_pte's writing: the new bytes over the early copy of the input
+// (core/io/copy_ahead.h), or, when the layout changes, every piece: the copies a chunk
+// at a time (the kernel copies; each chunk handed to the CopyChecker as soon as it is
+// written).
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 
-#include "core/base/proof_seam.h"
 #include "core/io/pte_repair_internal.h"
 
 namespace machofix::pte_internal {
@@ -23,36 +23,6 @@ void for_each_chunk(const Piece& piece, OnChunk chunk) {
 }
 
 }  // namespace
-
-CopyAhead::CopyAhead(const MappedFile& input, AtomicOutput& output, CopyChecker& checker)
-    : input_(input), output_(output), checker_(checker) {
-  if (input.size() >= kThreadedCopyMinimum) thread_ = std::thread([this] { run(); });
-  else run();  // small: copied here and now (kThreadedCopyMinimum)
-}
-
-void CopyAhead::finish() {
-  if (thread_.joinable()) thread_.join();
-  if (error_) std::rethrow_exception(error_);
-  if (copied_ != input_.size()) fail("internal error: the early copy stopped at " + hex(copied_));
-}
-
-void CopyAhead::stop() {
-  stopping_ = true;
-  if (thread_.joinable()) thread_.join();
-}
-
-void CopyAhead::run() {
-  try {
-    for (uint64_t length = 0; copied_ < input_.size() && !stopping_; copied_ += length) {
-      length = std::min(copy_chunk_at(copied_), input_.size() - copied_);
-      output_.copy_from(input_.fd(), copied_, copied_, length);
-      hand_to_checker(output_, checker_, copied_, copied_, length);
-    }
-  } catch (...) {
-    error_ = std::current_exception();
-  }
-  checker_.close_submissions();
-}
 
 bool keeps_layout(const Plan& plan, uint64_t input_size) {
   if (plan.output_size != input_size) return false;
@@ -73,11 +43,10 @@ void write_pieces(const MappedFile& input, const Plan& plan, AtomicOutput& outpu
   }
 }
 
-void write_new_bytes(const Plan& plan, AtomicOutput& output, CopyChecker& checker, CopyAhead& ahead) {
-  checker.help();
-  ahead.finish();
+void write_new_bytes(const Plan& plan, CopiedOutput& output) {
+  output.finish_copy(plan.output_size);
   for (const Piece& piece : plan.pieces)
-    if (!piece.in_at) output.write_at(piece.out_at, piece.bytes);
+    if (!piece.in_at) output.output().write_at(piece.out_at, piece.bytes);
 }
 
 bool same_file(const MappedFile& input, const std::string& path) {

@@ -159,6 +159,12 @@ void run_macho(const MappedFile& input, Operation operation, const JobOptions& o
   MachORewrite rewrite(input.bytes(), repair, rewrite_kind(operation));
   progress.reach(kJudgedPasses * input.size());
   check_output_directory(options);
+  // -o always produces a file (an identical copy when nothing changed); in place only
+  // when needed. The output starts as a copy of the input, made while the file is
+  // rewritten (core/io/copy_ahead.h).
+  std::string target = output_target(input, options);
+  std::optional<CopiedOutput> output;
+  if (!target.empty() && (!options.in_place || rewrite.rewrites())) output.emplace(input, target, options.in_place);
   // A pruned or edited file is re-read by LIEF: load it while this one is rewritten
   // (not when nothing is to be rewritten: loading it would cost more than the rest).
   std::optional<LiefPreload> preload;
@@ -167,12 +173,10 @@ void run_macho(const MappedFile& input, Operation operation, const JobOptions& o
   report.macho = std::move(result.report);
   bool changed = report.macho->changed;
   set_status(report, changed, options);
-  // -o always produces a file (an identical copy when nothing changed); in place only when needed.
-  std::string target = output_target(input, options);
-  if (target.empty() || (options.in_place && !changed)) return;
+  if (!output || (options.in_place && !changed)) return;
   progress.reach(kRewrittenPasses * input.size());
   Backup backup(target, options);
-  write_macho_file(input, result.output, target, options.in_place, &progress);
+  write_macho_file(input, result.output, *output, &progress);
   backup.keep_if(true, report);
   report.bytes_written = result.output.size();
 }

@@ -532,6 +532,12 @@ bool MachORewrite::rereads() const {
          });
 }
 
+bool MachORewrite::rewrites() const {
+  return state_ && std::any_of(state_->slices.begin(), state_->slices.end(), [](const JudgedSlice& slice) {
+           return slice.supported && slice.resigns;  // set by every change (judge_slice)
+         });
+}
+
 MachORepair MachORewrite::run() {
   if (!state_) fail("internal error: a MachORewrite runs once");
   std::unique_ptr<State> state = std::move(state_);

@@ -149,6 +149,9 @@ class MachORewrite {
   // Whether run() will prune, edit or weak-link a slice: what the second reader
   // re-reads (a caller may load it meanwhile).
   bool rereads() const;
+  // Whether run() will rewrite a slice (prune, edit, weak-link or sign it); the output
+  // may still come out byte for byte the input (a signature renewed as it was).
+  bool rewrites() const;
 
  private:
   struct State;

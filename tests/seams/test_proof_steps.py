@@ -194,6 +194,20 @@ def edit_steps(runner):
     runner.expect_refusal("edit-pte", pte, f"untouched@{code}", "changed outside the load commands", MACHO_MODES)
 
 
+def layout_change_steps(runner):
+    """A rewrite that changes the file's size (`sign` adds a signature to an unsigned
+    slice): the code and data stay where they were, so the early copy of the input
+    holds them (the file then cut or extended to its new size) and is compared behind
+    the copy. (A rewrite that moves them, a universal file laid out again, abandons the
+    early copy and copies again: tests/unit/test_macho_write.cc spoils both copies.)"""
+    runner.command = ["sign"]
+    unsigned = runner.fixture("aoti_metal_arm64_dyldinfo_unsigned.in")
+    runner.expect_success("sign-unsigned", unsigned, FILE_MODES)
+    runner.expect_refusal("sign-unsigned", unsigned, "copy@16484", "the output differs from input offset 0x4064, which it copies",
+                          FILE_MODES)
+    runner.command = ["prune"]
+
+
 def main():
     runner = Run(*[os.path.abspath(a) for a in sys.argv[1:6]])
     chained = runner.fixture("aoti_metal_arm64_chained.in")
@@ -250,6 +264,7 @@ def main():
     runner.expect_refusal("pte", pte, "copy@100", "the output differs from input offset 0x64, which it copies", FILE_MODES)
     runner.expect_refusal("pte", pte, f"copy@{len(pte) - 5}", "which it copies", FILE_MODES)
 
+    layout_change_steps(runner)
     edit_steps(runner)
     weak_link_steps(runner)
 

@@ -1,0 +1,63 @@
+#include "core/io/copy_ahead.h"
+
+#include <algorithm>
+
+#include "core/base/bytes.h"
+
+namespace machofix {
+
+CopyAhead::CopyAhead(const MappedFile& input, AtomicOutput& output, CopyChecker& checker)
+    : input_(input), output_(output), checker_(checker) {
+  if (input.size() >= kThreadedCopyMinimum) thread_ = std::thread([this] { run(); });
+  else run();  // small: copied here and now (kThreadedCopyMinimum)
+}
+
+void CopyAhead::finish() {
+  if (thread_.joinable()) thread_.join();
+  if (error_) std::rethrow_exception(error_);
+  if (copied_ != input_.size()) fail("internal error: the early copy stopped at " + hex(copied_));
+}
+
+void CopyAhead::stop() {
+  stopping_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+void CopyAhead::run() {
+  try {
+    for (uint64_t length = 0; copied_ < input_.size() && !stopping_; copied_ += length) {
+      length = std::min(copy_chunk_at(copied_), input_.size() - copied_);
+      output_.copy_from(input_.fd(), copied_, copied_, length);
+      hand_to_checker(output_, checker_, copied_, copied_, length);
+    }
+  } catch (...) {
+    error_ = std::current_exception();
+  }
+  checker_.close_submissions();
+}
+
+CopiedOutput::CopiedOutput(const MappedFile& input, const std::string& target, bool durable, ByteProgress compared) {
+  output_.emplace(target, input.mode(), durable);
+  bool cloned = output_->clone_from(input.fd());
+  output_->truncate(input.size());
+  checker_.emplace(input, output_->temp_path(), input.size(), std::move(compared));
+  if (cloned) checker_->prove_shared_extents();
+  ahead_.emplace(input, *output_, *checker_);
+}
+
+void CopiedOutput::finish_copy(uint64_t size) {
+  checker_->help();
+  ahead_->finish();
+  if (size == output_->size()) return;
+  output_->truncate(size);
+  checker_->resize_output(size);
+}
+
+void CopiedOutput::abandon_copy(uint64_t size) {
+  ahead_.reset();
+  checker_->help();  // nothing reads the output while it changes size
+  output_->truncate(size);
+  checker_->resize_output(size);
+}
+
+}  // namespace machofix

@@ -1,0 +1,83 @@
+// An output that starts as a copy of its input, made while the rewrite is still
+// being worked out.
+//
+// Rewrites usually keep the file's layout (every unchanged byte where it was, the same
+// size: a prune, an edit, a renewed signature, a .pte whose blobs keep their size),
+// so the output is the input with a few byte ranges replaced and copying the input is
+// most of the work. CopyAhead copies the whole input to the temporary output, chunk
+// by chunk, on a thread of its own (a small input: at once, in the constructor;
+// kThreadedCopyMinimum) and hands each chunk to the CopyChecker as it goes; started
+// once the input is judged (a refusal comes before anything is copied), it takes the
+// rewrite (pruning, signing, the re-reads, loading LIEF) off the critical path. When
+// the rewrite keeps the layout, its new bytes are written once all of the copy is
+// done and compared; otherwise the copy stops and the output is written afresh.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "core/base/progress.h"
+#include "core/io/copy_check.h"
+#include "core/io/file_io.h"
+
+namespace machofix {
+
+class CopyAhead {
+ public:
+  CopyAhead(const MappedFile& input, AtomicOutput& output, CopyChecker& checker);
+  ~CopyAhead() { stop(); }
+  CopyAhead(const CopyAhead&) = delete;
+  CopyAhead& operator=(const CopyAhead&) = delete;
+
+  // Waits until the whole input is copied; throws what made the copy fail.
+  void finish();
+  // Stops copying (the output is about to be written another way) and waits for
+  // the thread.
+  void stop();
+
+ private:
+  void run();
+
+  const MappedFile& input_;
+  AtomicOutput& output_;
+  CopyChecker& checker_;
+  std::thread thread_;
+  std::atomic<bool> stopping_{false};
+  uint64_t copied_ = 0;        // written by the thread, read after join
+  std::exception_ptr error_;  // likewise
+};
+
+// The temporary output of a rewrite of `input`, its checker and its early copy,
+// started together. Where the file system shares blocks, the output starts as a
+// clone of the input and the copies are proven by its extent map (shared_extents.h);
+// elsewhere that map is never asked (it would write back every copied page first).
+class CopiedOutput {
+ public:
+  // `durable`: as for AtomicOutput (replacing the input must survive a power loss; a
+  // new file beside it need not). `compared` hears of the bytes compared.
+  CopiedOutput(const MappedFile& input, const std::string& target, bool durable, ByteProgress compared = {});
+
+  AtomicOutput& output() { return *output_; }
+  CopyChecker& checker() { return *checker_; }
+
+  // The layout is kept: waits for the copy, helping to compare it, so that the new
+  // bytes written next are seen by neither; the output is then made `size` bytes long
+  // (a slice that grew or shrank at its end, as its signature did).
+  void finish_copy(uint64_t size);
+  // The layout changes: the copy stops, and the output, now `size` bytes long, is to
+  // be written afresh.
+  void abandon_copy(uint64_t size);
+
+ private:
+  // Destroyed in reverse: the copy stops, then the checker, then the temporary file
+  // goes unless committed.
+  std::optional<AtomicOutput> output_;
+  std::optional<CopyChecker> checker_;
+  std::optional<CopyAhead> ahead_;
+};
+
+}  // namespace machofix
