@@ -39,7 +39,9 @@ void CopyAhead::run() {
 CopiedOutput::CopiedOutput(const MappedFile& input, const std::string& target, bool durable, ByteProgress compared) {
   output_.emplace(target, input.mode(), durable);
   bool cloned = output_->clone_from(input.fd());
-  output_->truncate(input.size());
+  // Not sized up front: the copy grows the file. ext4 copies into a hole below the
+  // end of a file about half as fast as it appends (a 4 GB .pte: 4.8 s against 2.1 s);
+  // the checker maps the whole size but reads only what has been copied.
   checker_.emplace(input, output_->temp_path(), input.size(), std::move(compared));
   if (cloned) checker_->prove_shared_extents();
   ahead_.emplace(input, *output_, *checker_);

@@ -53,8 +53,10 @@ class OutputMapping {
 
 class CopyChecker {
  public:
-  // `input` must stay mapped, and the output at `temp_path` must be `output_size`
-  // bytes long, while the checker lives. `progress` hears of the bytes compared.
+  // `input` must stay mapped while the checker lives; the output at `temp_path` is
+  // mapped `output_size` bytes long, and must hold every range submitted (it may be
+  // shorter while a copy still grows it: only submitted ranges are read). `progress`
+  // hears of the bytes compared.
   CopyChecker(const MappedFile& input, const std::string& temp_path, uint64_t output_size, ByteProgress progress = {});
   ~CopyChecker();  // abandons what is still queued
   CopyChecker(const CopyChecker&) = delete;
