@@ -33,8 +33,13 @@ class CopyAhead {
   CopyAhead(const CopyAhead&) = delete;
   CopyAhead& operator=(const CopyAhead&) = delete;
 
-  // Waits until the whole input is copied; throws what made the copy fail.
-  void finish();
+  // The copy goes no further than the chunk that reaches `limit` (input offset);
+  // call before finish().
+  void stop_at(uint64_t limit) { limit_ = limit; }
+  // Waits until the input is copied up to the limit (the whole of it by default);
+  // throws what made the copy fail. Returns how many bytes from the input's start
+  // were copied: at least the limit, or the input's size.
+  uint64_t finish();
   // Stops copying (the output is about to be written another way) and waits for
   // the thread.
   void stop();
@@ -46,7 +51,7 @@ class CopyAhead {
   AtomicOutput& output_;
   CopyChecker& checker_;
   std::thread thread_;
-  std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> limit_{UINT64_MAX};
   uint64_t copied_ = 0;        // written by the thread, read after join
   std::exception_ptr error_;  // likewise
 };
@@ -64,15 +69,24 @@ class CopiedOutput {
   AtomicOutput& output() { return *output_; }
   CopyChecker& checker() { return *checker_; }
 
-  // The layout is kept: waits for the copy, helping to compare it, so that the new
-  // bytes written next are seen by neither; the output is then made `size` bytes long
-  // (a slice that grew or shrank at its end, as its signature did).
+  // What the rewrite keeps in place is the input's first `limit` bytes at most: the
+  // copy goes on that far, and is waited for and compared (this thread helps), so
+  // that the bytes written next are seen by neither. The output, `size` bytes long
+  // once written, is cut to `size` if the copy went past it. Returns how many bytes
+  // from the start the output now holds of the input, at their own offsets, proven.
+  uint64_t keep_copy(uint64_t limit, uint64_t size);
+  // The layout is kept: all of the copy is kept, and the output made `size` bytes
+  // long (a slice that grew or shrank at its end, as its signature did).
   void finish_copy(uint64_t size);
   // The layout changes: the copy stops, and the output, now `size` bytes long, is to
   // be written afresh.
   void abandon_copy(uint64_t size);
 
  private:
+  // The checker reads the output through a mapping of this size.
+  void map_output(uint64_t size);
+
+  uint64_t mapped_size_ = 0;
   // Destroyed in reverse: the copy stops, then the checker, then the temporary file
   // goes unless committed.
   std::optional<AtomicOutput> output_;

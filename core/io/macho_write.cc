@@ -13,43 +13,41 @@ const OutputImage::Borrowed& from_input(const OutputImage::Borrowed& range, cons
   return range;
 }
 
-// Whether the early copy of `input` already holds every byte `image` borrows: each
-// borrowed range is at its own offset (the size may differ: what follows the last
-// one is written from memory, the file cut or extended to the image's size).
-bool keeps_layout(const OutputImage& image, const MappedFile& input) {
-  return std::all_of(image.borrowed().begin(), image.borrowed().end(), [&](const OutputImage::Borrowed& range) {
-    return from_input(range, input).file_offset == range.from;
-  });
+bool moved(const OutputImage::Borrowed& range) { return range.file_offset != range.from; }
+
+// How far into the input the early copy is of use: up to the first range the image
+// borrows at another offset (a universal file laid out again: every slice after one
+// that grew moves), or all of it. Past that it copies bytes that go elsewhere.
+uint64_t kept_in_place(const OutputImage& image, const MappedFile& input) {
+  uint64_t limit = UINT64_MAX;
+  for (const OutputImage::Borrowed& range : image.borrowed())
+    if (moved(from_input(range, input))) limit = std::min(limit, range.file_offset);
+  return limit;
 }
 
-// Calls `mine(from, to)` for each range of `image` it does not borrow, in order.
-template <typename Mine>
-void for_each_own_range(const OutputImage& image, Mine mine) {
-  uint64_t position = 0;
-  for (const OutputImage::Borrowed& range : image.borrowed()) {
-    mine(position, range.from);
-    position = range.to;
-  }
-  mine(position, image.size());
+// How many bytes at the start of `range` the early copy already holds where they
+// belong (`kept`: the input's first bytes, in place in the output, proven).
+uint64_t held_by_early_copy(const OutputImage::Borrowed& range, uint64_t kept) {
+  if (moved(range) || kept <= range.from) return 0;
+  return std::min(kept, range.to) - range.from;
 }
 
 }  // namespace
 
 void write_macho_file(const MappedFile& input, const OutputImage& image, CopiedOutput& output, ProgressMeter* progress) {
+  uint64_t kept = output.keep_copy(kept_in_place(image, input), image.size());
   AtomicOutput& file = output.output();
-  auto write_own = [&](uint64_t from, uint64_t to) { file.write_reporting(from, image.data() + from, to - from, progress); };
-  if (keeps_layout(image, input)) {
-    output.finish_copy(image.size());
-    for_each_own_range(image, write_own);
-    if (progress)
-      for (const OutputImage::Borrowed& range : image.borrowed()) progress->add(range.size());  // copied early
-  } else {
-    output.abandon_copy(image.size());
-    for_each_own_range(image, write_own);
-    for (const OutputImage::Borrowed& range : image.borrowed())
-      copy_and_check(input.fd(), file, output.checker(), from_input(range, input).file_offset, range.from, range.size(),
-                     progress);
+  // In order, so that the file grows from the end of the early copy without holes.
+  uint64_t position = 0;
+  for (const OutputImage::Borrowed& range : image.borrowed()) {
+    file.write_reporting(position, image.data() + position, range.from - position, progress);
+    uint64_t held = held_by_early_copy(range, kept);
+    if (progress) progress->add(held);
+    copy_and_check(input.fd(), file, output.checker(), range.file_offset + held, range.from + held, range.size() - held,
+                   progress);
+    position = range.to;
   }
+  file.write_reporting(position, image.data() + position, image.size() - position, progress);
   output.checker().finish();
   file.commit();
 }

@@ -198,8 +198,9 @@ def layout_change_steps(runner):
     """A rewrite that changes the file's size (`sign` adds a signature to an unsigned
     slice): the code and data stay where they were, so the early copy of the input
     holds them (the file then cut or extended to its new size) and is compared behind
-    the copy. (A rewrite that moves them, a universal file laid out again, abandons the
-    early copy and copies again: tests/unit/test_macho_write.cc spoils both copies.)"""
+    the copy. (A rewrite that moves them, a universal file laid out again, keeps the
+    early copy up to the first slice that moves and copies the moved ones again:
+    tests/unit/test_macho_write.cc spoils both copies.)"""
     runner.command = ["sign"]
     unsigned = runner.fixture("aoti_metal_arm64_dyldinfo_unsigned.in")
     runner.expect_success("sign-unsigned", unsigned, FILE_MODES)

@@ -126,6 +126,46 @@ TEST_CASE("write_macho_file: a rewrite that moves a borrowed range (a universal 
   }
 }
 
+// A universal file whose first slice grew: the input's first half stays where it was,
+// its second half goes `shift` bytes further on (a new signature before it).
+OutputImage first_half_kept(const MappedFile& input, uint64_t shift) {
+  uint64_t half = input.size() / 2 / kPage * kPage;
+  OutputImage image = OutputImage::zeroed(input.size() + shift);
+  image.put_bytes_of(0, input.bytes().sub(0, half, "first half"));
+  std::fill(image.data() + half, image.data() + half + shift, uint8_t(0x77));
+  image.put_bytes_of(half + shift, input.bytes().sub(half, input.size() - half, "second half"));
+  REQUIRE(image.borrowed().size() == 2);
+  return image;
+}
+
+TEST_CASE("write_macho_file: a rewrite that keeps its first range in place and moves the next") {
+  for (uint64_t size : {uint64_t(20) * kPage, uint64_t(640) * kPage}) {
+    CAPTURE(size);
+    WriteScratch scratch(size);
+    MappedFile input(scratch.input_path);
+    OutputImage image = first_half_kept(input, 3 * kPage);
+    write_image(input, scratch.output_path, image);
+    CHECK(file_bytes(scratch.output_path) == image.to_vector());
+  }
+}
+
+TEST_CASE("write_macho_file: a range that stays in place is refused when its early copy is wrong, a moved one when its copy is") {
+  for (uint64_t size : {uint64_t(20) * kPage, uint64_t(640) * kPage}) {
+    uint64_t half = size / 2;
+    for (uint64_t spoiled : {uint64_t(17), half - 5, half + 3 * kPage + 9, size + 3 * kPage - 1}) {
+      CAPTURE(size);
+      CAPTURE(spoiled);
+      WriteScratch scratch(size);
+      MappedFile input(scratch.input_path);
+      OutputImage image = first_half_kept(input, 3 * kPage);
+      SpoiledCopies spoiling(spoiled);
+      CHECK_THROWS_WITH_AS(write_image(input, scratch.output_path, image), doctest::Contains("which it copies"),
+                           const Error&);
+      CHECK_FALSE(exists(scratch.output_path));
+    }
+  }
+}
+
 TEST_CASE("write_macho_file: a borrowed range copied wrong is refused, the early copy or the copy after a move") {
   for (uint64_t size : {uint64_t(20) * kPage, uint64_t(640) * kPage}) {
     for (bool moved : {false, true}) {
