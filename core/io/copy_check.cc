@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "core/base/error.h"
@@ -216,7 +217,9 @@ void start_writeback(int fd, uint64_t offset, uint64_t length) {
 
 uint64_t copy_chunk_at(uint64_t at) {
   uint64_t page = system_page_size();
-  return kCopyChunk - (at - at % page) % kCopyChunk;
+  uint64_t start = at - at % page;
+  uint64_t chunk = std::clamp<uint64_t>(std::bit_floor(start), kCopyChunk, kLargestCopyChunk);
+  return chunk - start % chunk;
 }
 
 void hand_to_checker(AtomicOutput& output, CopyChecker& checker, uint64_t out_at, uint64_t in_at, uint64_t length) {

@@ -114,10 +114,14 @@ class CopyChecker {
 // Copies go a chunk at a time, so that the comparison of one chunk runs while the
 // next is copied and, for an in-place rewrite, each chunk's writeback starts at once
 // (the disk works meanwhile and commit()'s fsync has little left to wait for).
-// 2 MiB: a 10 MB dylib's comparison then overlaps nearly all of its copy (with 8 MiB
-// chunks, one chunk of 8 and one of 2, it mostly followed it), and 1 GiB .pte copies
-// take the same time with either.
+// Chunks grow with the offset, from kCopyChunk at the start of the file to
+// kLargestCopyChunk from 64 MiB on (copy_chunk_at). 2 MiB first: a 10 MB dylib's
+// comparison then overlaps nearly all of its copy (with 8 MiB chunks, one chunk of 8
+// and one of 2, it mostly followed it). Larger further on: each copy_file_range call
+// costs more than its bytes on this kernel (a 4 GB .pte, 5 runs: 4.8 s in 2 MiB
+// calls, 3.0 s in 64 MiB calls, `cp`, which copies 2 GiB a call, 2.6 s).
 constexpr uint64_t kCopyChunk = 2ull << 20;
+constexpr uint64_t kLargestCopyChunk = 64ull << 20;
 
 // Below this output size (two chunks) the checker compares in the thread that calls
 // help() or finish(), and a .pte's early copy runs in the caller: with less to copy
@@ -126,11 +130,13 @@ constexpr uint64_t kCopyChunk = 2ull << 20;
 // small models with --jobs 2 ran slower than with --jobs 1.
 constexpr uint64_t kThreadedCopyMinimum = 2 * kCopyChunk;
 
-// How much to copy from output offset `at`: up to the next multiple of kCopyChunk
-// (counted in whole pages, so a chunk that starts inside a page ends at the same
-// place in another page). The page cache then builds each 2 MiB block of the output
-// from a single copy_file_range call, in large folios; chunks that cut the blocks
-// elsewhere (a segment at 58352, say) made a 1 GiB .pte copy 25% slower.
+// How much to copy from output offset `at`: up to the next multiple of the chunk size
+// there (kCopyChunk below 4 MiB, then the largest power of two not above `at`, at most
+// kLargestCopyChunk), counted in whole pages, so a chunk that starts inside a page
+// ends at the same place in another page. Chunks end on 2 MiB boundaries, and the
+// page cache builds each 2 MiB block of the output from a single copy_file_range
+// call, in large folios; chunks that cut the blocks elsewhere (a segment at 58352,
+// say) made a 1 GiB .pte copy 25% slower.
 uint64_t copy_chunk_at(uint64_t at);
 
 // Hands a chunk just copied from in_at to out_at to `checker` (and starts its

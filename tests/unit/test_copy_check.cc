@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/base/util.h"
 #include "core/io/copy_check.h"
 #include "core/base/error.h"
 
@@ -121,4 +122,19 @@ TEST_CASE("CopyChecker: ranges submitted after the output is resized are compare
   checker.resize_output(input.size());
   checker.submit({0, 0, input.size()});
   CHECK_NOTHROW(checker.finish());
+}
+
+TEST_CASE("copy_chunk_at: 2 MiB chunks first, growing to 64 MiB, every one ending on a 2 MiB boundary") {
+  constexpr uint64_t MiB = 1ull << 20;
+  CHECK(copy_chunk_at(0) == 2 * MiB);
+  CHECK(copy_chunk_at(2 * MiB) == 2 * MiB);
+  CHECK(copy_chunk_at(4 * MiB) == 4 * MiB);
+  CHECK(copy_chunk_at(8 * MiB) == 8 * MiB);
+  CHECK(copy_chunk_at(64 * MiB) == 64 * MiB);
+  CHECK(copy_chunk_at(100 * MiB) == 28 * MiB);      // to 128 MiB
+  CHECK(copy_chunk_at(4096 * MiB) == 64 * MiB);     // never larger
+  uint64_t page = system_page_size();
+  CHECK(copy_chunk_at(3 * page + 100) == 2 * MiB - 3 * page);  // counted from the page's start
+  // A whole file's copy, chunk by chunk: every chunk ends on a 2 MiB boundary.
+  for (uint64_t at = 0; at < 300 * MiB; at += copy_chunk_at(at)) CHECK((at + copy_chunk_at(at)) % (2 * MiB) == 0);
 }
