@@ -58,22 +58,15 @@ uint64_t CopiedOutput::keep_copy(uint64_t limit, uint64_t size) {
   return std::min(copied, size);
 }
 
-void CopiedOutput::finish_copy(uint64_t size) {
-  keep_copy(UINT64_MAX, size);
-  if (output_->size() < size) output_->truncate(size);
-}
-
-void CopiedOutput::abandon_copy(uint64_t size) {
-  ahead_.reset();
-  checker_->help();  // nothing reads the output while it changes size
-  output_->truncate(size);
-  map_output(size);
-}
-
 void CopiedOutput::map_output(uint64_t size) {
   if (size == mapped_size_) return;
   checker_->resize_output(size);
   mapped_size_ = size;
+}
+
+uint64_t held_by_early_copy(uint64_t in_at, uint64_t out_at, uint64_t length, uint64_t kept) {
+  if (in_at != out_at || kept <= out_at) return 0;
+  return std::min(kept - out_at, length);
 }
 
 }  // namespace machofix

@@ -10,7 +10,9 @@
 // once the input is judged (a refusal comes before anything is copied), it takes the
 // rewrite (pruning, signing, the re-reads, loading LIEF) off the critical path. When
 // the rewrite keeps the layout, its new bytes are written once all of the copy is
-// done and compared; otherwise the copy stops and the output is written afresh.
+// done and compared; when it moves part of the file (a universal file's slice after
+// one that grew, a .pte's segments after a blob that did), the copy is kept as far
+// as the input stays in place and what moved is copied again where it goes.
 #pragma once
 
 #include <atomic>
@@ -75,12 +77,6 @@ class CopiedOutput {
   // once written, is cut to `size` if the copy went past it. Returns how many bytes
   // from the start the output now holds of the input, at their own offsets, proven.
   uint64_t keep_copy(uint64_t limit, uint64_t size);
-  // The layout is kept: all of the copy is kept, and the output made `size` bytes
-  // long (a slice that grew or shrank at its end, as its signature did).
-  void finish_copy(uint64_t size);
-  // The layout changes: the copy stops, and the output, now `size` bytes long, is to
-  // be written afresh.
-  void abandon_copy(uint64_t size);
 
  private:
   // The checker reads the output through a mapping of this size.
@@ -93,5 +89,10 @@ class CopiedOutput {
   std::optional<CopyChecker> checker_;
   std::optional<CopyAhead> ahead_;
 };
+
+// How many bytes at the start of a range copied from input offset `in_at` to output
+// offset `out_at` the kept early copy already holds where they belong (`kept`, as
+// CopiedOutput::keep_copy returned it): none for a range that moves.
+uint64_t held_by_early_copy(uint64_t in_at, uint64_t out_at, uint64_t length, uint64_t kept);
 
 }  // namespace machofix

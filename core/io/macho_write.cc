@@ -25,13 +25,6 @@ uint64_t kept_in_place(const OutputImage& image, const MappedFile& input) {
   return limit;
 }
 
-// How many bytes at the start of `range` the early copy already holds where they
-// belong (`kept`: the input's first bytes, in place in the output, proven).
-uint64_t held_by_early_copy(const OutputImage::Borrowed& range, uint64_t kept) {
-  if (moved(range) || kept <= range.from) return 0;
-  return std::min(kept, range.to) - range.from;
-}
-
 }  // namespace
 
 void write_macho_file(const MappedFile& input, const OutputImage& image, CopiedOutput& output, ProgressMeter* progress) {
@@ -41,7 +34,7 @@ void write_macho_file(const MappedFile& input, const OutputImage& image, CopiedO
   uint64_t position = 0;
   for (const OutputImage::Borrowed& range : image.borrowed()) {
     file.write_reporting(position, image.data() + position, range.from - position, progress);
-    uint64_t held = held_by_early_copy(range, kept);
+    uint64_t held = held_by_early_copy(range.file_offset, range.from, range.size(), kept);
     if (progress) progress->add(held);
     copy_and_check(input.fd(), file, output.checker(), range.file_offset + held, range.from + held, range.size() - held,
                    progress);

@@ -35,12 +35,7 @@ PteReport repair_pte(const MappedFile& input, const std::string& output_path, co
   Plan plan = make_plan(container, judged, report);
   // Unchanged: an identical copy for another path, nothing at all in place.
   if (!writes || (!plan.changed && in_place)) return report;
-  if (keeps_layout(plan, input.size())) {
-    write_new_bytes(plan, *copied);
-  } else {
-    copied->abandon_copy(plan.output_size);
-    write_pieces(input, plan, copied->output(), copied->checker());
-  }
+  write_pieces(input, plan, *copied);
   verify_output(container, plan, copied->output().temp_path(), copied->checker());
   copied->output().commit();
   report.written = true;

@@ -70,17 +70,10 @@ Plan make_plan(const Container& container, std::vector<JudgedBlob>& judged, PteR
 
 // --- the writing (core/io/pte_write.cc) ---------------------------------------------
 
-// Whether every copied piece stays where it was in the input and the size is
-// unchanged: then the early copy already holds every byte but the new ones.
-bool keeps_layout(const Plan& plan, uint64_t input_size);
-
-// Writes every piece; hands each copied chunk to `checker` once it is written.
-void write_pieces(const MappedFile& input, const Plan& plan, AtomicOutput& output, CopyChecker& checker);
-
-// The layout is kept: the early copy holds every byte where it belongs, and the plan
-// is made. Only the new bytes remain, written once the copy and its comparison are
-// done (CopiedOutput::finish_copy).
-void write_new_bytes(const Plan& plan, CopiedOutput& output);
+// Writes the plan's pieces over the early copy of the input: the new bytes, and what
+// the copy, kept as far as the plan leaves the input in place, does not hold, each
+// copied chunk handed to the output's checker once it is written.
+void write_pieces(const MappedFile& input, const Plan& plan, CopiedOutput& output);
 
 // Whether `path` names the input's own file (standard output never does).
 bool same_file(const MappedFile& input, const std::string& path);

@@ -1,7 +1,7 @@
-// repair_pte's writing: the new bytes over the early copy of the input
-// (core/io/copy_ahead.h), or, when the layout changes, every piece: the copies a chunk
-// at a time (the kernel copies; each chunk handed to the CopyChecker as soon as it is
-// written).
+// repair_pte's writing: over the early copy of the input (core/io/copy_ahead.h), kept
+// as far as the plan keeps the input in place, the new bytes and the pieces the copy
+// does not hold, copied a chunk at a time (the kernel copies; each chunk handed to the
+// CopyChecker as soon as it is written).
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,40 +13,43 @@ namespace machofix::pte_internal {
 
 namespace {
 
-// Calls `chunk(out_at, in_at, length)` for each copy chunk of `piece`.
+// Calls `chunk(out_at, in_at, length)` for each copy chunk of `piece` from `skip`
+// bytes into it on.
 template <typename OnChunk>
-void for_each_chunk(const Piece& piece, OnChunk chunk) {
-  for (uint64_t done = 0, length = 0; done < piece.length; done += length) {
+void for_each_chunk(const Piece& piece, uint64_t skip, OnChunk chunk) {
+  for (uint64_t done = skip, length = 0; done < piece.length; done += length) {
     length = std::min(copy_chunk_at(piece.out_at + done), piece.length - done);
     chunk(piece.out_at + done, *piece.in_at + done, length);
   }
 }
 
+// How far into the input the early copy is of use: up to the first piece copied to
+// another offset (every segment after a blob that grew or shrank moves), or all of
+// it (a plan that keeps the layout: only the new bytes are then written).
+uint64_t kept_in_place(const Plan& plan) {
+  uint64_t limit = UINT64_MAX;
+  for (const Piece& piece : plan.pieces)
+    if (piece.in_at && *piece.in_at != piece.out_at) limit = std::min(limit, *piece.in_at);
+  return limit;
+}
+
 }  // namespace
 
-bool keeps_layout(const Plan& plan, uint64_t input_size) {
-  if (plan.output_size != input_size) return false;
-  return std::all_of(plan.pieces.begin(), plan.pieces.end(),
-                     [](const Piece& piece) { return !piece.in_at || *piece.in_at == piece.out_at; });
-}
-
-void write_pieces(const MappedFile& input, const Plan& plan, AtomicOutput& output, CopyChecker& checker) {
+void write_pieces(const MappedFile& input, const Plan& plan, CopiedOutput& output) {
+  uint64_t kept = output.keep_copy(kept_in_place(plan), plan.output_size);
+  AtomicOutput& file = output.output();
+  // In order, so that the file grows from the end of the early copy without holes.
   for (const Piece& piece : plan.pieces) {
     if (!piece.in_at) {
-      output.write_at(piece.out_at, piece.bytes);
+      file.write_at(piece.out_at, piece.bytes);
       continue;
     }
-    for_each_chunk(piece, [&](uint64_t out_at, uint64_t in_at, uint64_t length) {
-      output.copy_from(input.fd(), in_at, out_at, length);
-      hand_to_checker(output, checker, out_at, in_at, length);
+    uint64_t held = held_by_early_copy(*piece.in_at, piece.out_at, piece.length, kept);
+    for_each_chunk(piece, held, [&](uint64_t out_at, uint64_t in_at, uint64_t length) {
+      file.copy_from(input.fd(), in_at, out_at, length);
+      hand_to_checker(file, output.checker(), out_at, in_at, length);
     });
   }
-}
-
-void write_new_bytes(const Plan& plan, CopiedOutput& output) {
-  output.finish_copy(plan.output_size);
-  for (const Piece& piece : plan.pieces)
-    if (!piece.in_at) output.output().write_at(piece.out_at, piece.bytes);
 }
 
 bool same_file(const MappedFile& input, const std::string& path) {

@@ -4,13 +4,12 @@
     test_faults.py MACHOFIX MAKE_BIG_MACHO WORK_DIR [PTE_WRITER]
 
 For `machofix prune FILE -o OUT` and `machofix prune FILE --in-place`, FILE a dylib
-and (with PTE_WRITER) a .pte, whose copy starts on a thread of its own before its
-blob is rewritten (core/io/pte_repair.cc, CopyAhead):
+and (with PTE_WRITER) a .pte, whose output starts as a copy of the input made on a
+thread of its own while the file is rewritten (core/io/copy_ahead.h, CopyAhead):
   1. no space left on the device (a small tmpfs; needs mount permission, i.e. root:
      skipped with a visible message otherwise);
   2. RLIMIT_FSIZE below the output size, SIGXFSZ ignored, so the write fails with
-     EFBIG (a .pte's output is given its final length first, so there the failure
-     comes before any byte is copied; case 1 fails a .pte half-way through its copy);
+     EFBIG half-way through the early copy (the output grows as it is copied);
   3. SIGKILL while the output is being written (a large dylib, and a large .pte
      whose copy threads are running, killed as soon as the temporary file appears
      and again once half of it is allocated): the input is
@@ -155,8 +154,8 @@ def kill_while_writing(machofix, command, directory, prefix, written_fraction, e
             if names:
                 seen = names[0]
                 try:
-                    # Bytes allocated, not the length: a .pte's output is given its
-                    # final length before its copy threads fill it.
+                    # Bytes allocated, not the length: a clone, or an output cut or
+                    # extended to its final length, may have a length before its bytes.
                     size = os.stat(os.path.join(directory, seen)).st_blocks * 512
                 except FileNotFoundError:
                     size = 0
@@ -174,8 +173,8 @@ def kill_while_writing(machofix, command, directory, prefix, written_fraction, e
 
 
 def killed(machofix, big, work):
-    """SIGKILL at 0% and 50% written, in place and with -o, on `big` (a dylib, whose
-    output is written by one thread, or a .pte, copied by threads of its own)."""
+    """SIGKILL at 0% and 50% written, in place and with -o, on `big` (a dylib or a
+    .pte, each copied by a thread of its own while the file is rewritten)."""
     ext = os.path.splitext(big)[1]
     size = os.path.getsize(big)
     directory = fresh(os.path.join(work, "kill" + ext))

@@ -17,11 +17,12 @@
 
 #include "core/base/error.h"
 #include "core/base/output_image.h"
-#include "core/base/proof_seam.h"
 #include "core/io/copy_ahead.h"
 #include "core/io/macho_write.h"
+#include "tests/support/spoiled_copies.h"
 
 using namespace machofix;
+using machofix::test::SpoiledCopies;
 
 namespace {
 
@@ -68,29 +69,6 @@ OutputImage rewritten_in_place(const MappedFile& input, int64_t grow) {
   std::fill(image.data() + size - 2 * kPage, image.data() + image.size(), uint8_t(0x5a));
   return image;
 }
-
-// The file spoiler: flips output byte spoiled_at once a copied chunk holds it, as a
-// faulty copy would.
-uint64_t spoiled_at = 0;
-void spoil_copied_chunk(seam::ProofStep step, const std::string& path, uint64_t offset, uint64_t length) {
-  if (step != seam::ProofStep::Copy || spoiled_at < offset || spoiled_at >= offset + length) return;
-  int fd = ::open(path.c_str(), O_RDWR);
-  REQUIRE(fd >= 0);
-  uint8_t byte = 0;
-  REQUIRE(::pread(fd, &byte, 1, static_cast<off_t>(spoiled_at)) == 1);
-  byte ^= 0xff;
-  REQUIRE(::pwrite(fd, &byte, 1, static_cast<off_t>(spoiled_at)) == 1);
-  ::close(fd);
-}
-
-// Installs spoil_copied_chunk, for output offset `at`, for the lifetime of the object.
-struct SpoiledCopies {
-  explicit SpoiledCopies(uint64_t at) {
-    spoiled_at = at;
-    seam::install(nullptr, spoil_copied_chunk);
-  }
-  ~SpoiledCopies() { seam::install(nullptr, nullptr); }
-};
 
 bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
 

@@ -25,6 +25,7 @@
 #include "core/io/pte_layout.h"
 #include "core/base/sha.h"
 #include "tests/pte/pte_writer.h"
+#include "tests/support/spoiled_copies.h"
 
 using namespace machofix;
 using pte_internal::Container;
@@ -551,6 +552,25 @@ TEST_CASE("blobs that grow or shrink move the segments after them") {
       CHECK(rewrite.output.size() == rewrite.report.output_size);
       check_rewrite(input, rewrite, resize_by(delta), true);
     }
+  }
+}
+
+TEST_CASE("a blob that grows: a spoiled copy of what stays in place, or of what moves, is refused") {
+  std::vector<uint8_t> input = synthetic_pte(pte_test::Keys::Hash);
+  Rewrite good = rewrite_file(input, resize_by(300));
+  Container after = read_container(Bytes(good.output));
+  // Offset 100, in the flatbuffer before the first blob, stays in place: the early
+  // copy holds it. The last segment (decode's weights) moves with the blob before it:
+  // copied again.
+  uint32_t last = static_cast<uint32_t>(after.segments.size() - 1);
+  uint64_t moved_weights = after.segment_start(last) + after.segments[last].size - 5;
+  CHECK(read_container(Bytes(input)).segment_start(last) != after.segment_start(last));
+  for (uint64_t at : {uint64_t(100), moved_weights}) {
+    CAPTURE(at);
+    test::SpoiledCopies spoiling(at);
+    Failure failure = repair_failure(input, resize_by(300));
+    CHECK(failure.thrown);
+    CHECK(failure.text.find("which it copies") != std::string::npos);
   }
 }
 
