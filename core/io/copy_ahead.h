@@ -42,11 +42,10 @@ class CopyAhead {
   // throws what made the copy fail. Returns how many bytes from the input's start
   // were copied: at least the limit, or the input's size.
   uint64_t finish();
-  // Stops copying (the output is about to be written another way) and waits for
-  // the thread.
-  void stop();
 
  private:
+  // Stops copying and waits for the thread: a rewrite that failed or writes nothing.
+  void stop();
   void run();
 
   const MappedFile& input_;
@@ -79,10 +78,6 @@ class CopiedOutput {
   uint64_t keep_copy(uint64_t limit, uint64_t size);
 
  private:
-  // The checker reads the output through a mapping of this size.
-  void map_output(uint64_t size);
-
-  uint64_t mapped_size_ = 0;
   // Destroyed in reverse: the copy stops, then the checker, then the temporary file
   // goes unless committed.
   std::optional<AtomicOutput> output_;

@@ -118,6 +118,7 @@ void CopyChecker::help() {
 
 void CopyChecker::resize_output(uint64_t size) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (size == output_.size()) return;  // the mapping already covers it
   compared_.clear();  // pages of the old mapping, gone with it
   compared_bytes_ = 0;
   output_.resize(size);

@@ -40,6 +40,7 @@ class OutputMapping {
   OutputMapping(const OutputMapping&) = delete;
   OutputMapping& operator=(const OutputMapping&) = delete;
   const uint8_t* data() const { return base_; }
+  uint64_t size() const { return size_; }
   void resize(uint64_t size);
 
  private:
@@ -77,7 +78,8 @@ class CopyChecker {
   // Waits until submissions are closed, then compares what is still queued in the
   // calling thread too; throws the mismatch found.
   void help();
-  // The output now has this size; only between help() and the next submit().
+  // The output now has this size (the same size: nothing to do); only between help()
+  // and the next submit().
   void resize_output(uint64_t size);
   // Waits for every submitted range (compares them here if the checker has no
   // thread of its own); throws the mismatch found.
