@@ -10,7 +10,6 @@
 
 #include <cstdio>
 #include <fstream>
-#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -19,6 +18,7 @@
 #include "core/base/output_image.h"
 #include "core/io/copy_ahead.h"
 #include "core/io/macho_write.h"
+#include "tests/pte/pte_writer.h"
 #include "tests/support/spoiled_copies.h"
 
 using namespace machofix;
@@ -45,11 +45,6 @@ struct WriteScratch {
     std::remove(output_path.c_str());
   }
 };
-
-std::vector<uint8_t> file_bytes(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(file), {});
-}
 
 // Writes `image` of `input` the way a job does: the output made (and its copy started)
 // before the image, then written and committed.
@@ -84,7 +79,7 @@ TEST_CASE("write_macho_file: a rewrite that keeps the borrowed ranges in place, 
       MappedFile input(scratch.input_path);
       OutputImage image = rewritten_in_place(input, grow);
       write_image(input, scratch.output_path, image);
-      CHECK(file_bytes(scratch.output_path) == image.to_vector());
+      CHECK(pte_test::read_file(scratch.output_path) == image.to_vector());
     }
   }
 }
@@ -100,7 +95,7 @@ TEST_CASE("write_macho_file: a rewrite that moves a borrowed range (a universal 
     image.put_bytes_of(kPage, input.bytes());
     REQUIRE(image.borrowed_size() > 0);
     write_image(input, scratch.output_path, image);
-    CHECK(file_bytes(scratch.output_path) == image.to_vector());
+    CHECK(pte_test::read_file(scratch.output_path) == image.to_vector());
   }
 }
 
@@ -123,7 +118,7 @@ TEST_CASE("write_macho_file: a rewrite that keeps its first range in place and m
     MappedFile input(scratch.input_path);
     OutputImage image = first_half_kept(input, 3 * kPage);
     write_image(input, scratch.output_path, image);
-    CHECK(file_bytes(scratch.output_path) == image.to_vector());
+    CHECK(pte_test::read_file(scratch.output_path) == image.to_vector());
   }
 }
 
