@@ -27,7 +27,7 @@ void CopyAhead::stop() {
 void CopyAhead::run() {
   try {
     for (uint64_t length = 0; copied_ < input_.size() && copied_ < limit_; copied_ += length) {
-      length = std::min(copy_chunk_at(copied_), input_.size() - copied_);
+      length = std::min(copy_chunk_at(copied_, input_.size()), input_.size() - copied_);
       output_.copy_from(input_.fd(), copied_, copied_, length);
       hand_to_checker(output_, checker_, copied_, copied_, length);
     }
@@ -45,6 +45,7 @@ CopiedOutput::CopiedOutput(const MappedFile& input, const std::string& target, b
   // the checker maps the whole size but reads only what has been copied.
   checker_.emplace(input, output_->temp_path(), input.size(), std::move(compared));
   if (cloned) checker_->prove_shared_extents();
+  if (output_->durable()) checker_->start_writeback_of_copies();
   ahead_.emplace(input, *output_, *checker_);
 }
 

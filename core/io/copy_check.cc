@@ -39,6 +39,18 @@ void compare_range(const uint8_t* input, const uint8_t* output, const CopiedRang
   fail_at(range.out_at + at, "the output differs from input offset " + hex(range.in_at + at) + ", which it copies");
 }
 
+// Starts writing a copied range to disk now, so that commit()'s fsync has little
+// left to wait for. Only a hint.
+void start_writeback(int fd, uint64_t offset, uint64_t length) {
+#ifdef __linux__
+  sync_file_range(fd, static_cast<off_t>(offset), static_cast<off_t>(length), SYNC_FILE_RANGE_WRITE);
+#else
+  // macOS has no call that starts the writeback of a range without waiting for it
+  // (F_FULLFSYNC at commit does the whole flush).
+  (void)fd, (void)offset, (void)length;
+#endif
+}
+
 int open_output(const std::string& temp_path) {
   int fd = ::open(temp_path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail("cannot reopen the temporary output to verify it");
@@ -96,7 +108,8 @@ void CopyChecker::submit(const CopiedRange& range) {
   }
   std::lock_guard<std::mutex> lock(mutex_);
   for (uint64_t done = 0; done < range.length; done += kCompareUnit)
-    queue_.push_back({range.in_at + done, range.out_at + done, std::min(kCompareUnit, range.length - done)});
+    queue_.push_back({{range.in_at + done, range.out_at + done, std::min(kCompareUnit, range.length - done)},
+                      done == 0 && write_back_ ? range.length : 0});
   work_.notify_one();
 }
 
@@ -154,7 +167,7 @@ void CopyChecker::run() {
 // queued are only drained, and of the ranges being compared meanwhile the mismatch
 // at the lowest offset is kept, the same whichever thread finds it first.
 void CopyChecker::compare_next(std::unique_lock<std::mutex>& lock) {
-  CopiedRange range = queue_.front();
+  auto [range, write_back] = queue_.front();
   queue_.pop_front();
   if (error_) return;
   ++busy_;
@@ -162,6 +175,7 @@ void CopyChecker::compare_next(std::unique_lock<std::mutex>& lock) {
   std::exception_ptr error;
   uint64_t error_at = range.out_at;
   try {
+    if (write_back) start_writeback(fd_, range.out_at, write_back);
     compare_range(input_, output_.data(), range);
   } catch (const Error& mismatch) {
     error = std::current_exception();
@@ -200,31 +214,15 @@ void CopyChecker::note_compared(const CopiedRange& range, std::unique_lock<std::
   lock.lock();
 }
 
-namespace {
-
-// Starts writing a copied chunk to disk now, so that commit()'s fsync has little
-// left to wait for. Only a hint.
-void start_writeback(int fd, uint64_t offset, uint64_t length) {
-#ifdef __linux__
-  sync_file_range(fd, static_cast<off_t>(offset), static_cast<off_t>(length), SYNC_FILE_RANGE_WRITE);
-#else
-  // macOS has no call that starts the writeback of a range without waiting for it
-  // (F_FULLFSYNC at commit does the whole flush).
-  (void)fd, (void)offset, (void)length;
-#endif
-}
-
-}  // namespace
-
-uint64_t copy_chunk_at(uint64_t at) {
+uint64_t copy_chunk_at(uint64_t at, uint64_t end) {
   uint64_t page = system_page_size();
   uint64_t start = at - at % page;
-  uint64_t chunk = std::clamp<uint64_t>(std::bit_floor(start), kCopyChunk, kLargestCopyChunk);
+  uint64_t half_left = end > start ? (end - start) / 2 : 0;
+  uint64_t chunk = std::clamp<uint64_t>(std::bit_floor(std::min(start, half_left)), kCopyChunk, kLargestCopyChunk);
   return chunk - start % chunk;
 }
 
 void hand_to_checker(AtomicOutput& output, CopyChecker& checker, uint64_t out_at, uint64_t in_at, uint64_t length) {
-  if (output.durable()) start_writeback(checker.fd(), out_at, length);
   seam::offer_file(seam::ProofStep::Copy, output.temp_path(), out_at, length);  // tests only
   checker.submit({in_at, out_at, length});
 }
@@ -232,7 +230,7 @@ void hand_to_checker(AtomicOutput& output, CopyChecker& checker, uint64_t out_at
 void copy_and_check(int in_fd, AtomicOutput& output, CopyChecker& checker, uint64_t in_at, uint64_t out_at, uint64_t length,
                     ProgressMeter* progress) {
   for (uint64_t done = 0, part = 0; done < length; done += part) {
-    part = std::min(copy_chunk_at(out_at + done), length - done);
+    part = std::min(copy_chunk_at(out_at + done, out_at + length), length - done);
     output.copy_from(in_fd, in_at + done, out_at + done, part);
     hand_to_checker(output, checker, out_at + done, in_at + done, part);
     if (progress) progress->add(part);

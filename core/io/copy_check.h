@@ -63,14 +63,18 @@ class CopyChecker {
   CopyChecker(const CopyChecker&) = delete;
   CopyChecker& operator=(const CopyChecker&) = delete;
 
-  // The checker's own descriptor of the output.
-  int fd() const { return fd_; }
   // Queues a range already copied, unless its blocks are proven shared with the input.
   void submit(const CopiedRange& range);
   // From now on, a submitted range is first offered to the extent-map proof: only
   // for an output that shares blocks with the input (a clone), since the proof
   // writes back the output's dirty pages before it reads the map.
   void prove_shared_extents() { prove_shared_ = true; }
+  // From now on, the checker starts writing each submitted range to disk before it
+  // compares it (for an output that commit() flushes: its fsync then has little left
+  // to wait for). The checker, not the writer: started in the writer's thread, the
+  // writeback (ext4 allocates the blocks there) held up the next copy (a 53 MB dylib
+  // --in-place: 8.7 ms of the copy thread's 27).
+  void start_writeback_of_copies() { write_back_ = true; }
   // How many submitted bytes were proven by the file system's extent map.
   uint64_t proven_shared_bytes() const { return shared_bytes_; }
   // The writer submits nothing more until help() has returned.
@@ -96,13 +100,20 @@ class CopyChecker {
   int fd_;
   std::atomic<uint64_t> shared_bytes_{0};
   bool prove_shared_ = false;  // set before the first submit
+  bool write_back_ = false;    // likewise
   OutputMapping output_;
   std::thread thread_;
   std::mutex mutex_;
   std::condition_variable work_;         // for the thread: a range came, or it is to end
   std::condition_variable closed_wake_;  // for help(): closed_ set
   std::condition_variable idle_wake_;    // for help(): busy_ back to 0
-  std::deque<CopiedRange> queue_;
+  // A part of a submitted range, to compare; the first part of each also starts the
+  // writeback of the whole range (write_back bytes), when write_back_ is set.
+  struct QueuedPart {
+    CopiedRange range;
+    uint64_t write_back = 0;
+  };
+  std::deque<QueuedPart> queue_;
   std::vector<CopiedRange> compared_;  // pages not yet released
   uint64_t compared_bytes_ = 0;
   int busy_ = 0;          // ranges being compared
@@ -113,15 +124,17 @@ class CopyChecker {
   ProgressMeter progress_;
 };
 
-// Copies go a chunk at a time, so that the comparison of one chunk runs while the
-// next is copied and, for an in-place rewrite, each chunk's writeback starts at once
-// (the disk works meanwhile and commit()'s fsync has little left to wait for).
+// Copies go a chunk at a time, so that the comparison of one chunk, and for an
+// in-place rewrite the start of its writeback, run while the next is copied.
 // Chunks grow with the offset, from kCopyChunk at the start of the file to
-// kLargestCopyChunk from 64 MiB on (copy_chunk_at). 2 MiB first: a 10 MB dylib's
-// comparison then overlaps nearly all of its copy (with 8 MiB chunks, one chunk of 8
-// and one of 2, it mostly followed it). Larger further on: each copy_file_range call
-// costs more than its bytes on this kernel (a 4 GB .pte, 5 runs: 4.8 s in 2 MiB
-// calls, 3.0 s in 64 MiB calls, `cp`, which copies 2 GiB a call, 2.6 s).
+// kLargestCopyChunk from 64 MiB on, and shrink again towards the copy's end
+// (copy_chunk_at). 2 MiB first: a 10 MB dylib's comparison then overlaps nearly all
+// of its copy (with 8 MiB chunks, one chunk of 8 and one of 2, it mostly followed
+// it). Larger further on: each copy_file_range call costs more than its bytes on
+// this kernel (a 4 GB .pte, 5 runs: 4.8 s in 2 MiB calls, 3.0 s in 64 MiB calls,
+// `cp`, which copies 2 GiB a call, 2.6 s). Smaller at the end: the comparison of the
+// last chunk starts only when the copy is done, and is what the rewrite then waits
+// for (a 105 MB .pte ended in a 36 MiB chunk: 4 ms of comparing after the copy).
 constexpr uint64_t kCopyChunk = 2ull << 20;
 constexpr uint64_t kLargestCopyChunk = 64ull << 20;
 
@@ -132,17 +145,17 @@ constexpr uint64_t kLargestCopyChunk = 64ull << 20;
 // small models with --jobs 2 ran slower than with --jobs 1.
 constexpr uint64_t kThreadedCopyMinimum = 2 * kCopyChunk;
 
-// How much to copy from output offset `at`: up to the next multiple of the chunk size
-// there (kCopyChunk below 4 MiB, then the largest power of two not above `at`, at most
-// kLargestCopyChunk), counted in whole pages, so a chunk that starts inside a page
-// ends at the same place in another page. Chunks end on 2 MiB boundaries, and the
-// page cache builds each 2 MiB block of the output from a single copy_file_range
+// How much to copy from output offset `at` of a copy that ends at output offset
+// `end`: up to the next multiple of the chunk size there (the largest power of two not
+// above `at` nor above half of what is left from there, at least kCopyChunk and at
+// most kLargestCopyChunk), counted in whole pages, so a chunk that starts inside a
+// page ends at the same place in another page. Chunks end on 2 MiB boundaries, and
+// the page cache builds each 2 MiB block of the output from a single copy_file_range
 // call, in large folios; chunks that cut the blocks elsewhere (a segment at 58352,
-// say) made a 1 GiB .pte copy 25% slower.
-uint64_t copy_chunk_at(uint64_t at);
+// say) made a 1 GiB .pte copy 25% slower. The caller cuts the last chunk at `end`.
+uint64_t copy_chunk_at(uint64_t at, uint64_t end);
 
-// Hands a chunk just copied from in_at to out_at to `checker` (and starts its
-// writeback when the output is durable).
+// Hands a chunk just copied from in_at to out_at to `checker`.
 void hand_to_checker(AtomicOutput& output, CopyChecker& checker, uint64_t out_at, uint64_t in_at, uint64_t length);
 
 // Copies [in_at, in_at + length) of the input (`in_fd`, the file the checker compares

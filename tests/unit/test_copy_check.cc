@@ -126,15 +126,40 @@ TEST_CASE("CopyChecker: ranges submitted after the output is resized are compare
 
 TEST_CASE("copy_chunk_at: 2 MiB chunks first, growing to 64 MiB, every one ending on a 2 MiB boundary") {
   constexpr uint64_t MiB = 1ull << 20;
-  CHECK(copy_chunk_at(0) == 2 * MiB);
-  CHECK(copy_chunk_at(2 * MiB) == 2 * MiB);
-  CHECK(copy_chunk_at(4 * MiB) == 4 * MiB);
-  CHECK(copy_chunk_at(8 * MiB) == 8 * MiB);
-  CHECK(copy_chunk_at(64 * MiB) == 64 * MiB);
-  CHECK(copy_chunk_at(100 * MiB) == 28 * MiB);      // to 128 MiB
-  CHECK(copy_chunk_at(4096 * MiB) == 64 * MiB);     // never larger
+  constexpr uint64_t far = UINT64_MAX;  // a copy that does not end soon
+  CHECK(copy_chunk_at(0, far) == 2 * MiB);
+  CHECK(copy_chunk_at(2 * MiB, far) == 2 * MiB);
+  CHECK(copy_chunk_at(4 * MiB, far) == 4 * MiB);
+  CHECK(copy_chunk_at(8 * MiB, far) == 8 * MiB);
+  CHECK(copy_chunk_at(64 * MiB, far) == 64 * MiB);
+  CHECK(copy_chunk_at(100 * MiB, far) == 28 * MiB);   // to 128 MiB
+  CHECK(copy_chunk_at(4096 * MiB, far) == 64 * MiB);  // never larger
   uint64_t page = system_page_size();
-  CHECK(copy_chunk_at(3 * page + 100) == 2 * MiB - 3 * page);  // counted from the page's start
+  CHECK(copy_chunk_at(3 * page + 100, far) == 2 * MiB - 3 * page);  // counted from the page's start
   // A whole file's copy, chunk by chunk: every chunk ends on a 2 MiB boundary.
-  for (uint64_t at = 0; at < 300 * MiB; at += copy_chunk_at(at)) CHECK((at + copy_chunk_at(at)) % (2 * MiB) == 0);
+  for (uint64_t at = 0; at < 300 * MiB; at += copy_chunk_at(at, far)) CHECK((at + copy_chunk_at(at, far)) % (2 * MiB) == 0);
+}
+
+TEST_CASE("copy_chunk_at: chunks shrink towards the copy's end, so that the last comparison is short") {
+  constexpr uint64_t MiB = 1ull << 20;
+  // A 100 MiB (and 5,000 bytes) copy: at most half of what is left, then 2 MiB.
+  uint64_t end = 100 * MiB + 5000;
+  CHECK(copy_chunk_at(32 * MiB, end) == 32 * MiB);  // 68 MiB left: the offset's bound holds
+  CHECK(copy_chunk_at(64 * MiB, end) == 16 * MiB);  // 36 MiB left
+  CHECK(copy_chunk_at(80 * MiB, end) == 8 * MiB);
+  CHECK(copy_chunk_at(88 * MiB, end) == 4 * MiB);
+  CHECK(copy_chunk_at(96 * MiB, end) == 2 * MiB);
+  CHECK(copy_chunk_at(98 * MiB, end) == 2 * MiB);   // never below 2 MiB; the caller cuts it at `end`
+  // The chunks of the whole copy: each ends on a 2 MiB boundary but the one cut at the
+  // end, and what is left after the one before it is at most 2 MiB and 5,000 bytes.
+  std::vector<uint64_t> chunks;
+  for (uint64_t at = 0, length = 0; at < end; at += length) {
+    length = std::min(copy_chunk_at(at, end), end - at);
+    chunks.push_back(length);
+    if (at + length < end) CHECK((at + length) % (2 * MiB) == 0);
+  }
+  REQUIRE(chunks.size() >= 2);
+  CHECK(chunks[chunks.size() - 2] + chunks.back() <= 2 * MiB + 5000);
+  // A copy that starts and ends far into a file (a moved range) shrinks the same way.
+  CHECK(copy_chunk_at(1024 * MiB, 1024 * MiB + 10 * MiB) == 4 * MiB);
 }
