@@ -72,10 +72,21 @@ def timed(*jobs, runs):
     """For each (command, prepare, cleanup) job: the median and the best wall time over `runs`
     runs and the largest peak RSS (KiB). The jobs take turns, run by run, so that the
     machine's slow and fast spells (a shared VM) fall on all of them alike; the best
-    run shows the cost without them."""
+    run shows the cost without them. With an even number of runs, each job comes at an
+    odd place in the sequence of runs as often as at an even one: on this VM a run that
+    fills gigabytes of page cache is fast and the next one slow, in turn, whatever
+    makes the copy (a 4 GB .pte copied 7 times, one after the other, by a bare
+    copy_file_range loop: 4.03, 1.26, 3.06, 1.24, 3.33, 1.18, 1.16 s; by machofix:
+    1.16, 3.07, 1.23, 3.16, 1.20 s), so with `cp` always first, machofix's runs had
+    all fallen on one side (4 GB: 1.86x `cp`, its best runs 1.94x)."""
     samples = [[] for _ in jobs]
-    for _ in range(runs):
-        for job, sample in zip(jobs, samples):
+    for run in range(runs):
+        # With an even number of jobs, every other round goes backwards; with an odd
+        # number, each round already starts at the other parity.
+        order = list(zip(jobs, samples))
+        if len(jobs) % 2 == 0 and run % 2 == 1:
+            order.reverse()
+        for job, sample in order:
             sample.append(run_once(*job))
     return [Timing(statistics.median(s for s, _ in sample), min(s for s, _ in sample), max(p for _, p in sample))
             for sample in samples]
@@ -442,14 +453,14 @@ def main():
     parser.add_argument("--check", help="check that this file is the template filled in by the script, then exit")
     parser.add_argument("--only", choices=list(TABLES), action="append",
                         help="run only these parts (repeatable); all by default")
-    parser.add_argument("--runs", type=int, help="runs per figure (median); 5 by default, 3 with --quick")
+    parser.add_argument("--runs", type=int, help="runs per figure (median); 6 by default (even: see timed()), 3 with --quick")
     arguments = parser.parse_args()
     if arguments.check:
         return check_document(arguments.check)
     parts = set(arguments.only or list(TABLES))
     machofix = os.path.join(arguments.build, "machofix")
     pte_writer = os.path.join(arguments.build, "tests", "pte_writer")
-    runs = arguments.runs or (3 if arguments.quick else 5)
+    runs = arguments.runs or (3 if arguments.quick else 6)  # even: see timed()
     pte_sizes = [10, 100] if arguments.quick else [1, 10, 50, 100, 1024, 4096]
     macho_sizes = [100, 1024, 10240] if arguments.quick else [100, 1024, 10240, 51200, 204800]  # KiB
     refusal_sizes = [10240] if arguments.quick else [10240, 204800]  # KiB
