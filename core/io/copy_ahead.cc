@@ -27,7 +27,7 @@ void CopyAhead::stop() {
 void CopyAhead::run() {
   try {
     for (uint64_t length = 0; copied_ < input_.size() && copied_ < limit_; copied_ += length) {
-      length = std::min(copy_chunk_at(copied_, input_.size()), input_.size() - copied_);
+      length = copy_chunk_at(copied_, input_.size());
       output_.copy_from(input_.fd(), copied_, copied_, length);
       hand_to_checker(output_, checker_, copied_, copied_, length);
     }

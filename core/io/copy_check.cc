@@ -219,7 +219,7 @@ uint64_t copy_chunk_at(uint64_t at, uint64_t end) {
   uint64_t start = at - at % page;
   uint64_t half_left = end > start ? (end - start) / 2 : 0;
   uint64_t chunk = std::clamp<uint64_t>(std::bit_floor(std::min(start, half_left)), kCopyChunk, kLargestCopyChunk);
-  return chunk - start % chunk;
+  return std::min(chunk - start % chunk, end > at ? end - at : 0);
 }
 
 void hand_to_checker(AtomicOutput& output, CopyChecker& checker, uint64_t out_at, uint64_t in_at, uint64_t length) {
@@ -230,7 +230,7 @@ void hand_to_checker(AtomicOutput& output, CopyChecker& checker, uint64_t out_at
 void copy_and_check(int in_fd, AtomicOutput& output, CopyChecker& checker, uint64_t in_at, uint64_t out_at, uint64_t length,
                     ProgressMeter* progress) {
   for (uint64_t done = 0, part = 0; done < length; done += part) {
-    part = std::min(copy_chunk_at(out_at + done, out_at + length), length - done);
+    part = copy_chunk_at(out_at + done, out_at + length);
     output.copy_from(in_fd, in_at + done, out_at + done, part);
     hand_to_checker(output, checker, out_at + done, in_at + done, part);
     if (progress) progress->add(part);

@@ -152,7 +152,7 @@ constexpr uint64_t kThreadedCopyMinimum = 2 * kCopyChunk;
 // page ends at the same place in another page. Chunks end on 2 MiB boundaries, and
 // the page cache builds each 2 MiB block of the output from a single copy_file_range
 // call, in large folios; chunks that cut the blocks elsewhere (a segment at 58352,
-// say) made a 1 GiB .pte copy 25% slower. The caller cuts the last chunk at `end`.
+// say) made a 1 GiB .pte copy 25% slower. The last chunk is cut at `end`.
 uint64_t copy_chunk_at(uint64_t at, uint64_t end);
 
 // Hands a chunk just copied from in_at to out_at to `checker`.

@@ -18,7 +18,7 @@ namespace {
 template <typename OnChunk>
 void for_each_chunk(const Piece& piece, uint64_t skip, OnChunk chunk) {
   for (uint64_t done = skip, length = 0; done < piece.length; done += length) {
-    length = std::min(copy_chunk_at(piece.out_at + done, piece.out_at + piece.length), piece.length - done);
+    length = copy_chunk_at(piece.out_at + done, piece.out_at + piece.length);
     chunk(piece.out_at + done, *piece.in_at + done, length);
   }
 }

@@ -149,12 +149,14 @@ TEST_CASE("copy_chunk_at: chunks shrink towards the copy's end, so that the last
   CHECK(copy_chunk_at(80 * MiB, end) == 8 * MiB);
   CHECK(copy_chunk_at(88 * MiB, end) == 4 * MiB);
   CHECK(copy_chunk_at(96 * MiB, end) == 2 * MiB);
-  CHECK(copy_chunk_at(98 * MiB, end) == 2 * MiB);   // never below 2 MiB; the caller cuts it at `end`
+  CHECK(copy_chunk_at(98 * MiB, end) == 2 * MiB);   // never below 2 MiB
+  CHECK(copy_chunk_at(100 * MiB, end) == 5000);     // but cut at the end
+  CHECK(copy_chunk_at(end, end) == 0);
   // The chunks of the whole copy: each ends on a 2 MiB boundary but the one cut at the
   // end, and what is left after the one before it is at most 2 MiB and 5,000 bytes.
   std::vector<uint64_t> chunks;
   for (uint64_t at = 0, length = 0; at < end; at += length) {
-    length = std::min(copy_chunk_at(at, end), end - at);
+    length = copy_chunk_at(at, end);
     chunks.push_back(length);
     if (at + length < end) CHECK((at + length) % (2 * MiB) == 0);
   }
