@@ -20,17 +20,11 @@
 #include <thread>
 #include <vector>
 
-#include "core/io/file_io.h"
+#include "core/base/copied_range.h"
 #include "core/base/progress.h"
+#include "core/io/file_io.h"
 
 namespace machofix {
-
-// Output bytes [out_at, out_at + length) copy input bytes [in_at, in_at + length).
-struct CopiedRange {
-  uint64_t in_at = 0;
-  uint64_t out_at = 0;
-  uint64_t length = 0;
-};
 
 // The temporary output, mapped read-only; remapped when its size changes.
 class OutputMapping {

@@ -13,32 +13,29 @@ const OutputImage::Borrowed& from_input(const OutputImage::Borrowed& range, cons
   return range;
 }
 
-bool moved(const OutputImage::Borrowed& range) { return range.file_offset != range.from; }
-
-// How far into the input the early copy is of use: up to the first range the image
-// borrows at another offset (a universal file laid out again: every slice after one
-// that grew moves), or all of it. Past that it copies bytes that go elsewhere.
-uint64_t kept_in_place(const OutputImage& image, const MappedFile& input) {
-  uint64_t limit = UINT64_MAX;
+// The input ranges the image borrows, where it puts them.
+std::vector<CopiedRange> wanted_ranges(const OutputImage& image, const MappedFile& input) {
+  std::vector<CopiedRange> wanted;
   for (const OutputImage::Borrowed& range : image.borrowed())
-    if (moved(from_input(range, input))) limit = std::min(limit, range.file_offset);
-  return limit;
+    wanted.push_back({from_input(range, input).file_offset, range.from, range.size()});
+  return wanted;
 }
 
 }  // namespace
 
 void write_macho_file(const MappedFile& input, const OutputImage& image, CopiedOutput& output, ProgressMeter* progress) {
-  uint64_t kept = output.keep_copy(kept_in_place(image, input), image.size());
+  std::vector<CopiedRange> wanted = wanted_ranges(image, input);
+  std::vector<CopiedRange> kept = output.keep_copy(first_unheld(output.plan(), wanted), image.size());
   AtomicOutput& file = output.output();
-  // In order, so that the file grows from the end of the early copy without holes.
+  // In order, so that past the early copy the file grows from its end without holes.
   uint64_t position = 0;
-  for (const OutputImage::Borrowed& range : image.borrowed()) {
-    file.write_reporting(position, image.data() + position, range.from - position, progress);
-    uint64_t held = held_by_early_copy(range.file_offset, range.from, range.size(), kept);
+  for (const CopiedRange& range : wanted) {
+    file.write_reporting(position, image.data() + position, range.out_at - position, progress);
+    uint64_t held = held_by(kept, range.in_at, range.out_at, range.length);
     if (progress) progress->add(held);
-    copy_and_check(input.fd(), file, output.checker(), range.file_offset + held, range.from + held, range.size() - held,
+    copy_and_check(input.fd(), file, output.checker(), range.in_at + held, range.out_at + held, range.length - held,
                    progress);
-    position = range.to;
+    position = range.out_end();
   }
   file.write_reporting(position, image.data() + position, image.size() - position, progress);
   output.checker().finish();

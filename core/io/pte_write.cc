@@ -23,28 +23,26 @@ void for_each_chunk(const Piece& piece, uint64_t skip, OnChunk chunk) {
   }
 }
 
-// How far into the input the early copy is of use: up to the first piece copied to
-// another offset (every segment after a blob that grew or shrank moves), or all of
-// it (a plan that keeps the layout: only the new bytes are then written).
-uint64_t kept_in_place(const Plan& plan) {
-  uint64_t limit = UINT64_MAX;
+// The input ranges the plan copies, where it puts them.
+std::vector<CopiedRange> wanted_ranges(const Plan& plan) {
+  std::vector<CopiedRange> wanted;
   for (const Piece& piece : plan.pieces)
-    if (piece.in_at && *piece.in_at != piece.out_at) limit = std::min(limit, *piece.in_at);
-  return limit;
+    if (piece.in_at) wanted.push_back({*piece.in_at, piece.out_at, piece.length});
+  return wanted;
 }
 
 }  // namespace
 
 void write_pieces(const MappedFile& input, const Plan& plan, CopiedOutput& output) {
-  uint64_t kept = output.keep_copy(kept_in_place(plan), plan.output_size);
+  std::vector<CopiedRange> kept = output.keep_copy(first_unheld(output.plan(), wanted_ranges(plan)), plan.output_size);
   AtomicOutput& file = output.output();
-  // In order, so that the file grows from the end of the early copy without holes.
+  // In order, so that past the early copy the file grows from its end without holes.
   for (const Piece& piece : plan.pieces) {
     if (!piece.in_at) {
       file.write_at(piece.out_at, piece.bytes);
       continue;
     }
-    uint64_t held = held_by_early_copy(*piece.in_at, piece.out_at, piece.length, kept);
+    uint64_t held = held_by(kept, *piece.in_at, piece.out_at, piece.length);
     for_each_chunk(piece, held, [&](uint64_t out_at, uint64_t in_at, uint64_t length) {
       file.copy_from(input.fd(), in_at, out_at, length);
       hand_to_checker(file, output.checker(), out_at, in_at, length);

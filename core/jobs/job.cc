@@ -164,7 +164,8 @@ void run_macho(const MappedFile& input, Operation operation, const JobOptions& o
   // rewritten (core/io/copy_ahead.h).
   std::string target = output_target(input, options);
   std::optional<CopiedOutput> output;
-  if (!target.empty() && (!options.in_place || rewrite.rewrites())) output.emplace(input, target, options.in_place);
+  if (!target.empty() && (!options.in_place || rewrite.rewrites()))
+    output.emplace(input, target, options.in_place, ByteProgress{}, rewrite.expected_placement());
   // A pruned or edited file is re-read by LIEF: load it while this one is rewritten
   // (not when nothing is to be rewritten: loading it would cost more than the rest).
   std::optional<LiefPreload> preload;

@@ -443,6 +443,34 @@ MachORepair assemble_universal(const Bytes& file, Universal universal, std::vect
   return result;
 }
 
+// A slice's size after rewrite_slice, known before it runs: it grows only by a new
+// signature added to an unsigned slice (a renewal and a replaced identity signature
+// keep the signature's space); unset when an unreadable signature is replaced
+// (--resign-invalid), whose new size depends on what it was.
+std::optional<uint64_t> expected_size(const JudgedSlice& judged, const RepairOptions& options) {
+  uint64_t size = judged.bytes.size();
+  if (!judged.supported || !(judged.prunes || judged.resigns)) return size;
+  if (judged.input.read_error) return std::nullopt;
+  bool adds_signature = !judged.image->code_signature.present && options.sign_unsigned;
+  return adds_signature ? size + signature_room(judged, options) : size;
+}
+
+// Each slice of `before`, where `after` puts it, in output order; adjoining slices
+// that keep their distance make one range.
+std::vector<CopiedRange> slice_placement(const Universal& before, const Universal& after) {
+  std::vector<CopiedRange> placement;
+  for (size_t i = 0; i < before.slices.size(); ++i)
+    placement.push_back({before.slices[i].offset, after.slices[i].offset, before.slices[i].size});
+  std::sort(placement.begin(), placement.end(), [](const CopiedRange& a, const CopiedRange& b) { return a.out_at < b.out_at; });
+  std::vector<CopiedRange> merged;
+  for (const CopiedRange& range : placement) {
+    CopiedRange* last = merged.empty() ? nullptr : &merged.back();
+    if (last && last->in_at + last->length == range.in_at && last->out_end() == range.out_at) last->length += range.length;
+    else merged.push_back(range);
+  }
+  return merged;
+}
+
 // What inspect shows of one slice: the analysis and the plan, nothing rewritten.
 SliceReport inspect_slice(const Bytes& slice, const RepairOptions& options) {
   MachO image = parse_macho(slice);
@@ -536,6 +564,30 @@ bool MachORewrite::rewrites() const {
   return state_ && std::any_of(state_->slices.begin(), state_->slices.end(), [](const JudgedSlice& slice) {
            return slice.supported && slice.resigns;  // set by every change (judge_slice)
          });
+}
+
+std::vector<CopiedRange> MachORewrite::expected_placement() const {
+  if (!state_) fail("internal error: a MachORewrite runs once");
+  std::vector<CopiedRange> in_place = {{0, 0, state_->file.size()}};
+  if (!state_->universal) return in_place;
+  std::vector<uint64_t> sizes;
+  bool same_sizes = true;
+  for (size_t i = 0; i < state_->slices.size(); ++i) {
+    std::optional<uint64_t> size = expected_size(state_->slices[i], state_->options);
+    if (!size) return in_place;
+    sizes.push_back(*size);
+    same_sizes &= *size == state_->universal->slices[i].size;
+  }
+  if (same_sizes) return in_place;
+  Universal after = *state_->universal;
+  try {
+    layout_universal(after, sizes);
+  } catch (const Error&) {
+    return in_place;  // run() fails on it, with the same words
+  }
+  bool same_offsets = true;  // the growth fits before the next slice's page
+  for (size_t i = 0; i < after.slices.size(); ++i) same_offsets &= after.slices[i].offset == state_->universal->slices[i].offset;
+  return same_offsets ? in_place : slice_placement(*state_->universal, after);
 }
 
 MachORepair MachORewrite::run() {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/base/bytes.h"
+#include "core/base/copied_range.h"
 #include "core/base/output_image.h"
 #include "core/rewrite/edit.h"
 #include "core/format/loader_rules.h"
@@ -152,6 +153,12 @@ class MachORewrite {
   // Whether run() will rewrite a slice (prune, edit, weak-link or sign it); the output
   // may still come out byte for byte the input (a signature renewed as it was).
   bool rewrites() const;
+  // Where run()'s output is expected to hold the input's bytes, in output order: the
+  // whole file in place, or, when a universal file's slice grows by a new signature
+  // (`sign` of an unsigned slice), each slice where the new layout puts it. The
+  // early copy follows it (core/io/copy_ahead.h); a wrong guess costs time, never
+  // bytes. Before run().
+  std::vector<CopiedRange> expected_placement() const;
 
  private:
   struct State;

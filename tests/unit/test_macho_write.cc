@@ -1,7 +1,8 @@
 // write_macho_file over the early copy of its input (core/io/copy_ahead.h): whether
 // the rewrite keeps every borrowed range where it was (written over the copy, the file
-// cut or extended to the new size) or moves one (the copy abandoned, everything
-// written again), the file written is the image, byte for byte.
+// cut or extended to the new size) or moves one (the copy abandoned from there, the
+// rest written again), or the early copy followed a plan of where ranges go, right or
+// wrong, the file written is the image, byte for byte.
 #include <doctest/doctest.h>
 #include <unistd.h>
 
@@ -14,7 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "core/base/copied_range.h"
 #include "core/base/error.h"
+#include "core/base/proof_seam.h"
 #include "core/base/output_image.h"
 #include "core/io/copy_ahead.h"
 #include "core/io/macho_write.h"
@@ -48,8 +51,10 @@ struct WriteScratch {
 
 // Writes `image` of `input` the way a job does: the output made (and its copy started)
 // before the image, then written and committed.
-void write_image(const MappedFile& input, const std::string& path, const OutputImage& image) {
-  CopiedOutput output(input, path, /*durable=*/false);
+// `plan`: where the early copy puts the input (empty: all of it in place).
+void write_image(const MappedFile& input, const std::string& path, const OutputImage& image,
+                 std::vector<CopiedRange> plan = {}) {
+  CopiedOutput output(input, path, /*durable=*/false, ByteProgress{}, std::move(plan));
   write_macho_file(input, image, output, nullptr);
 }
 
@@ -155,5 +160,94 @@ TEST_CASE("write_macho_file: a borrowed range copied wrong is refused, the early
                            doctest::Contains("which it copies"), const Error&);
       CHECK_FALSE(exists(scratch.output_path));
     }
+  }
+}
+
+// ------------------------------------------------- an early copy that follows a plan
+
+namespace {
+
+// The early copy's plan for first_half_kept: the first half in place, the second
+// `shift` bytes further on.
+std::vector<CopiedRange> halves_plan(const MappedFile& input, uint64_t shift) {
+  uint64_t half = input.size() / 2 / kPage * kPage;
+  return {{0, 0, half}, {half, half + shift, input.size() - half}};
+}
+
+// How many bytes were copied into the output (by the early copy and the writer) while
+// the object lives: the proof seam's Copy step sees every copied chunk.
+struct CountedCopies {
+  static inline uint64_t bytes = 0;
+  static void count(seam::ProofStep step, const std::string&, uint64_t, uint64_t length) {
+    if (step == seam::ProofStep::Copy) bytes += length;
+  }
+  CountedCopies() {
+    bytes = 0;
+    seam::install(nullptr, count);
+  }
+  ~CountedCopies() { seam::install(nullptr, nullptr); }
+  CountedCopies(const CountedCopies&) = delete;
+  CountedCopies& operator=(const CountedCopies&) = delete;
+};
+
+}  // namespace
+
+TEST_CASE("held_by: the part of an output range that ranges already placed hold, the input's bytes at that offset") {
+  std::vector<CopiedRange> placed = {{0, 0, 100}, {100, 150, 50}};
+  CHECK(held_by(placed, 10, 10, 20) == 20);
+  CHECK(held_by(placed, 80, 80, 40) == 20);    // up to the range's end
+  CHECK(held_by(placed, 110, 160, 100) == 40);  // a moved range, at its own distance
+  CHECK(held_by(placed, 160, 160, 10) == 0);    // other bytes of the input are there
+  CHECK(held_by(placed, 120, 120, 10) == 0);    // nothing is there
+  CHECK(held_by(placed, 5, 15, 10) == 0);
+}
+
+TEST_CASE("first_unheld: where an output first wants what the plan does not put there") {
+  std::vector<CopiedRange> in_place = in_place_plan(1000);
+  CHECK(first_unheld(in_place, {{0, 0, 100}, {200, 200, 800}}) == UINT64_MAX);
+  CHECK(first_unheld(in_place, {{0, 0, 100}, {200, 300, 700}}) == 300);
+  CHECK(first_unheld(in_place, {{0, 0, 1000}, {1000, 1000, 10}}) == 1000);  // past the plan's end
+  std::vector<CopiedRange> moved = {{0, 0, 500}, {500, 600, 500}};
+  CHECK(first_unheld(moved, {{0, 0, 500}, {500, 600, 500}}) == UINT64_MAX);
+  CHECK(first_unheld(moved, {{0, 0, 500}, {500, 700, 500}}) == 700);
+}
+
+TEST_CASE("write_macho_file: a moved range the early copy put where it goes is copied once, and kept") {
+  for (uint64_t size : {uint64_t(20) * kPage, uint64_t(640) * kPage}) {
+    CAPTURE(size);
+    WriteScratch scratch(size);
+    MappedFile input(scratch.input_path);
+    OutputImage image = first_half_kept(input, 3 * kPage);
+    CountedCopies counted;
+    write_image(input, scratch.output_path, image, halves_plan(input, 3 * kPage));
+    CHECK(pte_test::read_file(scratch.output_path) == image.to_vector());
+    CHECK(CountedCopies::bytes == size);  // without the plan: the second half twice
+  }
+}
+
+TEST_CASE("write_macho_file: an early copy whose plan guessed wrong is written over where it is wrong") {
+  for (uint64_t size : {uint64_t(20) * kPage, uint64_t(640) * kPage}) {
+    for (uint64_t planned : {uint64_t(0), 1 * kPage, 5 * kPage}) {
+      CAPTURE(size);
+      CAPTURE(planned);
+      WriteScratch scratch(size);
+      MappedFile input(scratch.input_path);
+      OutputImage image = first_half_kept(input, 3 * kPage);
+      write_image(input, scratch.output_path, image, halves_plan(input, planned));
+      CHECK(pte_test::read_file(scratch.output_path) == image.to_vector());
+    }
+  }
+}
+
+TEST_CASE("write_macho_file: a range the early copy moved is refused when its copy is wrong") {
+  for (uint64_t size : {uint64_t(20) * kPage, uint64_t(640) * kPage}) {
+    CAPTURE(size);
+    WriteScratch scratch(size);
+    MappedFile input(scratch.input_path);
+    OutputImage image = first_half_kept(input, 3 * kPage);
+    SpoiledCopies spoiled(size + 3 * kPage - 1);  // the moved half's last byte
+    CHECK_THROWS_WITH_AS(write_image(input, scratch.output_path, image, halves_plan(input, 3 * kPage)),
+                         doctest::Contains("which it copies"), const Error&);
+    CHECK_FALSE(exists(scratch.output_path));
   }
 }

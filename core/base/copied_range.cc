@@ -1,0 +1,17 @@
+#include "core/base/copied_range.h"
+
+#include <algorithm>
+
+namespace machofix {
+
+uint64_t held_by(const std::vector<CopiedRange>& ranges, uint64_t in_at, uint64_t out_at, uint64_t length) {
+  for (const CopiedRange& range : ranges) {
+    if (out_at < range.out_at || out_at >= range.out_end()) continue;
+    // The same bytes only if the range puts in_at at out_at too.
+    if (in_at < range.in_at || in_at - range.in_at != out_at - range.out_at) return 0;
+    return std::min(range.out_end() - out_at, length);
+  }
+  return 0;
+}
+
+}  // namespace machofix
