@@ -1,13 +1,14 @@
 // Writing a rewritten Mach-O file (thin or universal) from its OutputImage.
 //
 // The output starts as an early copy of the input (core/io/copy_ahead.h), made while
-// the rewrite runs. It is kept as far as the rewrite keeps the input's bytes at their
-// own offsets (all of the file for a prune, an edit or a renewed signature, which
-// may grow or shrink it at its end; up to the first slice that moves when a
-// universal file is laid out again); over it go, in order, what changed (load
-// commands, __LINKEDIT, the signature, a universal header), written from memory, and
-// what the image borrows that the kept copy does not hold (the code and data of a
-// moved slice), copied again where it now goes. Every copy is made in the kernel
+// the rewrite runs by the plan the rewrite foresaw (MachORewrite::expected_placement:
+// all of the file in place for a prune, an edit or a renewed signature, which may
+// grow or shrink it at its end; each slice where a universal file's new layout puts
+// it when a slice gains a signature). It is kept as far as it put the input's bytes
+// where the image has them; over it go, in order, what changed (load commands,
+// __LINKEDIT, the signature, a universal header), written from memory, and what the
+// image borrows that the kept copy does not hold (a slice moved where the plan did
+// not foresee), copied again where it now goes. Every copy is made in the kernel
 // (copy_file_range, or shared blocks where the file system clones) and compared with
 // the input behind it (CopyChecker). So a rewrite costs about a `cp` of the file, and
 // its memory does not grow with the file's code and data.
