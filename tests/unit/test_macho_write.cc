@@ -70,38 +70,47 @@ OutputImage rewritten_in_place(const MappedFile& input, int64_t grow) {
   return image;
 }
 
-bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
-
-}  // namespace
-
-TEST_CASE("write_macho_file: a rewrite that keeps the borrowed ranges in place, at the same size, grown or shrunk") {
-  // Below and above kThreadedCopyMinimum: the early copy in the caller, and on a thread.
-  for (uint64_t size : {uint64_t(20) * kPage, uint64_t(640) * kPage}) {
-    for (int64_t grow : {int64_t(0), int64_t(5000), int64_t(-3000)}) {
-      CAPTURE(size);
-      CAPTURE(grow);
-      WriteScratch scratch(size);
-      MappedFile input(scratch.input_path);
-      OutputImage image = rewritten_in_place(input, grow);
-      write_image(input, scratch.output_path, image);
-      CHECK(pte_test::read_file(scratch.output_path) == image.to_vector());
-    }
-  }
+// Writes `image` as write_image does and checks that the file written is the image.
+void check_writes(const MappedFile& input, const std::string& path, const OutputImage& image,
+                  std::vector<CopiedRange> plan = {}) {
+  write_image(input, path, image, std::move(plan));
+  CHECK(pte_test::read_file(path) == image.to_vector());
 }
 
-TEST_CASE("write_macho_file: a rewrite that moves a borrowed range (a universal file laid out again)") {
+bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+
+// Runs `test(input, output_path)` on an input of random bytes of each size: below and
+// above kThreadedCopyMinimum (the early copy in the caller, and on a thread).
+template <typename Test>
+void for_each_input(Test test) {
   for (uint64_t size : {uint64_t(20) * kPage, uint64_t(640) * kPage}) {
     CAPTURE(size);
     WriteScratch scratch(size);
     MappedFile input(scratch.input_path);
+    test(input, scratch.output_path);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("write_macho_file: a rewrite that keeps the borrowed ranges in place, at the same size, grown or shrunk") {
+  for_each_input([](const MappedFile& input, const std::string& output) {
+    for (int64_t grow : {int64_t(0), int64_t(5000), int64_t(-3000)}) {
+      CAPTURE(grow);
+      check_writes(input, output, rewritten_in_place(input, grow));
+    }
+  });
+}
+
+TEST_CASE("write_macho_file: a rewrite that moves a borrowed range (a universal file laid out again)") {
+  for_each_input([](const MappedFile& input, const std::string& output) {
     // The whole input one page further on, after a new header.
-    OutputImage image = OutputImage::zeroed(size + kPage);
+    OutputImage image = OutputImage::zeroed(input.size() + kPage);
     std::fill(image.data(), image.data() + 64, uint8_t(0xca));
     image.put_bytes_of(kPage, input.bytes());
     REQUIRE(image.borrowed_size() > 0);
-    write_image(input, scratch.output_path, image);
-    CHECK(pte_test::read_file(scratch.output_path) == image.to_vector());
-  }
+    check_writes(input, output, image);
+  });
 }
 
 // A universal file whose first slice grew: the input's first half stays where it was,
@@ -117,50 +126,43 @@ OutputImage first_half_kept(const MappedFile& input, uint64_t shift) {
 }
 
 TEST_CASE("write_macho_file: a rewrite that keeps its first range in place and moves the next") {
-  for (uint64_t size : {uint64_t(20) * kPage, uint64_t(640) * kPage}) {
-    CAPTURE(size);
-    WriteScratch scratch(size);
-    MappedFile input(scratch.input_path);
-    OutputImage image = first_half_kept(input, 3 * kPage);
-    write_image(input, scratch.output_path, image);
-    CHECK(pte_test::read_file(scratch.output_path) == image.to_vector());
-  }
+  for_each_input([](const MappedFile& input, const std::string& output) {
+    check_writes(input, output, first_half_kept(input, 3 * kPage));
+  });
+}
+
+// Writing `image` fails on the copy it spoils, and leaves no output.
+void check_refused(const MappedFile& input, const std::string& output, const OutputImage& image,
+                   std::vector<CopiedRange> plan = {}) {
+  CHECK_THROWS_WITH_AS(write_image(input, output, image, std::move(plan)), doctest::Contains("which it copies"),
+                       const Error&);
+  CHECK_FALSE(exists(output));
 }
 
 TEST_CASE("write_macho_file: a range that stays in place is refused when its early copy is wrong, a moved one when its copy is") {
-  for (uint64_t size : {uint64_t(20) * kPage, uint64_t(640) * kPage}) {
-    uint64_t half = size / 2;
+  for_each_input([](const MappedFile& input, const std::string& output) {
+    uint64_t size = input.size(), half = size / 2;
     for (uint64_t spoiled : {uint64_t(17), half - 5, half + 3 * kPage + 9, size + 3 * kPage - 1}) {
-      CAPTURE(size);
       CAPTURE(spoiled);
-      WriteScratch scratch(size);
-      MappedFile input(scratch.input_path);
-      OutputImage image = first_half_kept(input, 3 * kPage);
       SpoiledCopies spoiling(spoiled);
-      CHECK_THROWS_WITH_AS(write_image(input, scratch.output_path, image), doctest::Contains("which it copies"),
-                           const Error&);
-      CHECK_FALSE(exists(scratch.output_path));
+      check_refused(input, output, first_half_kept(input, 3 * kPage));
     }
-  }
+  });
 }
 
 TEST_CASE("write_macho_file: a borrowed range copied wrong is refused, the early copy or the copy after a move") {
-  for (uint64_t size : {uint64_t(20) * kPage, uint64_t(640) * kPage}) {
+  for_each_input([](const MappedFile& input, const std::string& output) {
+    uint64_t size = input.size();
     for (bool moved : {false, true}) {
-      CAPTURE(size);
       CAPTURE(moved);
-      WriteScratch scratch(size);
-      MappedFile input(scratch.input_path);
       OutputImage image = OutputImage::zeroed(moved ? size + kPage : size);
       image.put_bytes_of(moved ? kPage : 0, input.bytes());
       REQUIRE(image.borrowed_size() > 0);
       // Moved: a byte past the input's size, which only the copy after the move writes.
       SpoiledCopies spoiled(moved ? size + 17 : 3 * kPage + 17);
-      CHECK_THROWS_WITH_AS(write_image(input, scratch.output_path, image),
-                           doctest::Contains("which it copies"), const Error&);
-      CHECK_FALSE(exists(scratch.output_path));
+      check_refused(input, output, image);
     }
-  }
+  });
 }
 
 // ------------------------------------------------- an early copy that follows a plan
@@ -213,41 +215,25 @@ TEST_CASE("first_unheld: where an output first wants what the plan does not put 
 }
 
 TEST_CASE("write_macho_file: a moved range the early copy put where it goes is copied once, and kept") {
-  for (uint64_t size : {uint64_t(20) * kPage, uint64_t(640) * kPage}) {
-    CAPTURE(size);
-    WriteScratch scratch(size);
-    MappedFile input(scratch.input_path);
-    OutputImage image = first_half_kept(input, 3 * kPage);
+  for_each_input([](const MappedFile& input, const std::string& output) {
     CountedCopies counted;
-    write_image(input, scratch.output_path, image, halves_plan(input, 3 * kPage));
-    CHECK(pte_test::read_file(scratch.output_path) == image.to_vector());
-    CHECK(CountedCopies::bytes == size);  // without the plan: the second half twice
-  }
+    check_writes(input, output, first_half_kept(input, 3 * kPage), halves_plan(input, 3 * kPage));
+    CHECK(CountedCopies::bytes == input.size());  // without the plan: the second half twice
+  });
 }
 
 TEST_CASE("write_macho_file: an early copy whose plan guessed wrong is written over where it is wrong") {
-  for (uint64_t size : {uint64_t(20) * kPage, uint64_t(640) * kPage}) {
+  for_each_input([](const MappedFile& input, const std::string& output) {
     for (uint64_t planned : {uint64_t(0), 1 * kPage, 5 * kPage}) {
-      CAPTURE(size);
       CAPTURE(planned);
-      WriteScratch scratch(size);
-      MappedFile input(scratch.input_path);
-      OutputImage image = first_half_kept(input, 3 * kPage);
-      write_image(input, scratch.output_path, image, halves_plan(input, planned));
-      CHECK(pte_test::read_file(scratch.output_path) == image.to_vector());
+      check_writes(input, output, first_half_kept(input, 3 * kPage), halves_plan(input, planned));
     }
-  }
+  });
 }
 
 TEST_CASE("write_macho_file: a range the early copy moved is refused when its copy is wrong") {
-  for (uint64_t size : {uint64_t(20) * kPage, uint64_t(640) * kPage}) {
-    CAPTURE(size);
-    WriteScratch scratch(size);
-    MappedFile input(scratch.input_path);
-    OutputImage image = first_half_kept(input, 3 * kPage);
-    SpoiledCopies spoiled(size + 3 * kPage - 1);  // the moved half's last byte
-    CHECK_THROWS_WITH_AS(write_image(input, scratch.output_path, image, halves_plan(input, 3 * kPage)),
-                         doctest::Contains("which it copies"), const Error&);
-    CHECK_FALSE(exists(scratch.output_path));
-  }
+  for_each_input([](const MappedFile& input, const std::string& output) {
+    SpoiledCopies spoiled(input.size() + 3 * kPage - 1);  // the moved half's last byte
+    check_refused(input, output, first_half_kept(input, 3 * kPage), halves_plan(input, 3 * kPage));
+  });
 }
