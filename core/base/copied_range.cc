@@ -4,6 +4,12 @@
 
 namespace machofix {
 
+void append_joined(std::vector<CopiedRange>& ranges, const CopiedRange& range) {
+  CopiedRange* last = ranges.empty() ? nullptr : &ranges.back();
+  if (last && last->in_at + last->length == range.in_at && last->out_end() == range.out_at) last->length += range.length;
+  else ranges.push_back(range);
+}
+
 uint64_t held_by(const std::vector<CopiedRange>& ranges, uint64_t in_at, uint64_t out_at, uint64_t length) {
   for (const CopiedRange& range : ranges) {
     if (out_at < range.out_at || out_at >= range.out_end()) continue;

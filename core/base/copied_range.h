@@ -17,6 +17,10 @@ struct CopiedRange {
   bool operator==(const CopiedRange&) const = default;
 };
 
+// Appends `range` to `ranges`, joined to the last one when it continues it in both
+// the input and the output.
+void append_joined(std::vector<CopiedRange>& ranges, const CopiedRange& range);
+
 // How many bytes at the start of output range [out_at, out_at + length), which is to
 // hold input bytes from `in_at` on, `ranges` hold: the part of one range that covers
 // out_at with the same offset between input and output, up to its end.

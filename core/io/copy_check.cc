@@ -196,11 +196,7 @@ void CopyChecker::compare_next(std::unique_lock<std::mutex>& lock) {
 // Keeps the range for release, merged with the previous one when they follow each
 // other, and releases what is kept once it makes a batch.
 void CopyChecker::note_compared(const CopiedRange& range, std::unique_lock<std::mutex>& lock) {
-  CopiedRange* last = compared_.empty() ? nullptr : &compared_.back();
-  if (last && last->in_at + last->length == range.in_at && last->out_at + last->length == range.out_at)
-    last->length += range.length;
-  else
-    compared_.push_back(range);
+  append_joined(compared_, range);
   compared_bytes_ += range.length;
   if (compared_bytes_ < kReleaseBatch) return;
   std::vector<CopiedRange> batch;

@@ -462,13 +462,9 @@ std::vector<CopiedRange> slice_placement(const Universal& before, const Universa
   for (size_t i = 0; i < before.slices.size(); ++i)
     placement.push_back({before.slices[i].offset, after.slices[i].offset, before.slices[i].size});
   std::sort(placement.begin(), placement.end(), [](const CopiedRange& a, const CopiedRange& b) { return a.out_at < b.out_at; });
-  std::vector<CopiedRange> merged;
-  for (const CopiedRange& range : placement) {
-    CopiedRange* last = merged.empty() ? nullptr : &merged.back();
-    if (last && last->in_at + last->length == range.in_at && last->out_end() == range.out_at) last->length += range.length;
-    else merged.push_back(range);
-  }
-  return merged;
+  std::vector<CopiedRange> joined;
+  for (const CopiedRange& range : placement) append_joined(joined, range);
+  return joined;
 }
 
 // What inspect shows of one slice: the analysis and the plan, nothing rewritten.
