@@ -4,6 +4,8 @@
 
 namespace machofix {
 
+std::vector<CopiedRange> in_place_plan(uint64_t size) { return {CopiedRange{0, 0, size}}; }
+
 void append_joined(std::vector<CopiedRange>& ranges, const CopiedRange& range) {
   CopiedRange* last = ranges.empty() ? nullptr : &ranges.back();
   if (last && last->in_at + last->length == range.in_at && last->out_end() == range.out_at) last->length += range.length;

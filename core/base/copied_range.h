@@ -17,6 +17,10 @@ struct CopiedRange {
   bool operator==(const CopiedRange&) const = default;
 };
 
+// The whole of an input of `size` bytes where it is: the early copy's plan for a
+// rewrite that keeps the layout.
+std::vector<CopiedRange> in_place_plan(uint64_t size);
+
 // Appends `range` to `ranges`, joined to the last one when it continues it in both
 // the input and the output.
 void append_joined(std::vector<CopiedRange>& ranges, const CopiedRange& range);

@@ -78,8 +78,6 @@ std::vector<CopiedRange> CopiedOutput::keep_copy(uint64_t limit, uint64_t size) 
   return copied;
 }
 
-std::vector<CopiedRange> in_place_plan(uint64_t size) { return {CopiedRange{0, 0, size}}; }
-
 uint64_t first_unheld(const std::vector<CopiedRange>& plan, const std::vector<CopiedRange>& wanted) {
   for (const CopiedRange& range : wanted) {
     uint64_t held = held_by(plan, range.in_at, range.out_at, range.length);

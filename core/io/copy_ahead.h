@@ -95,9 +95,6 @@ class CopiedOutput {
   std::optional<CopyAhead> ahead_;
 };
 
-// The early copy's plan: the whole of an input of `size` bytes where it is.
-std::vector<CopiedRange> in_place_plan(uint64_t size);
-
 // Where an output that is to hold `wanted` (input ranges, in output order) first
 // differs from what `plan` copies: the output offset of the first wanted byte the
 // plan does not put there, or UINT64_MAX. The early copy is of no use past it.

@@ -564,7 +564,7 @@ bool MachORewrite::rewrites() const {
 
 std::vector<CopiedRange> MachORewrite::expected_placement() const {
   if (!state_) fail("internal error: a MachORewrite runs once");
-  std::vector<CopiedRange> in_place = {{0, 0, state_->file.size()}};
+  std::vector<CopiedRange> in_place = in_place_plan(state_->file.size());
   if (!state_->universal) return in_place;
   std::vector<uint64_t> sizes;
   bool same_sizes = true;

@@ -62,11 +62,11 @@ TEST_CASE("expected_placement: a growth the slice's page absorbs, and rewrites t
   std::vector<CopiedRange> plan = signing.expected_placement();
   MachORepair signed_fat = signing.run();
   REQUIRE(parse_universal(signed_fat.output.bytes()).slices[1].offset == parse_universal(Bytes(roomy)).slices[1].offset);
-  CHECK(plan == std::vector<CopiedRange>{{0, 0, roomy.size()}});
+  CHECK(plan == in_place_plan(roomy.size()));
 
   std::vector<uint8_t> fat = fat_with_unsigned_x86_64(64);
   for (RewriteKind kind : {RewriteKind::Prune, RewriteKind::Edit}) {  // the unsigned slice stays unsigned
     MachORewrite rewrite(Bytes(fat), test::checked(), kind);
-    CHECK(rewrite.expected_placement() == std::vector<CopiedRange>{{0, 0, fat.size()}});
+    CHECK(rewrite.expected_placement() == in_place_plan(fat.size()));
   }
 }
