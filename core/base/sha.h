@@ -70,4 +70,33 @@ class KnownPageHashes {
 std::vector<uint8_t> hash_pages(const Bytes& code, uint64_t page_size, uint8_t hash_type, unsigned threads = 0,
                                 const KnownPageHashes* known = nullptr);
 
+// Bytes of pages hash_pages has hashed in this process so far (pages whose hash was
+// known are not counted): what the tests hold a rewrite's hashing to.
+uint64_t page_bytes_hashed();
+
+// hash_pages' answer kept with what it was asked, for a second pass over the same
+// pages: the check of a signature just written (add_adhoc_signature) need not hash
+// again the pages no one can have changed since. A page is served only when it is
+// the very page hashed (the same address, length, page size and hash type) and lies
+// wholly in a registered read-only file mapping (core/base/mapped_pages.h: the code
+// and data an OutputImage borrows from its input), so its bytes are the ones hashed.
+// Any other page (the header, __LINKEDIT: the bytes the rewrite wrote) is hashed
+// again, and so is every page of a signer that hashed another range, page size or
+// type than the signature it wrote says. The check stays independent of the signer
+// in what it reads and compares: which pages, where their hashes are stored, which
+// type; it shares with the signer only the digest of a page nothing could change.
+class HashedPages : public KnownPageHashes {
+ public:
+  HashedPages(const Bytes& code, uint64_t page_size, uint8_t hash_type);  // hashes `code` (hash_pages)
+  const std::vector<uint8_t>& hashes() const { return hashes_; }
+  const uint8_t* find(const uint8_t* page, uint64_t length, uint64_t index, uint64_t page_size,
+                      uint8_t hash_type) const override;
+
+ private:
+  Bytes code_;
+  uint64_t page_size_;
+  uint8_t hash_type_;
+  std::vector<uint8_t> hashes_;
+};
+
 }  // namespace machofix

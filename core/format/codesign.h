@@ -136,15 +136,17 @@ void replace_with_adhoc_signature(MutableBytes slice, const MachO& image, const 
 // in its own structure): removes LC_CODE_SIGNATURE and the signature at the end of
 // __LINKEDIT, then adds a linker-style ad hoc one (add_adhoc_signature), in `slice`
 // (room: adhoc_signature_room); an Error when the signature is not the last thing in
-// the slice.
-void replace_unreadable_signature(OutputImage& slice, uint64_t file_offset, const std::string& identifier);
+// the slice. Returns the page hashes it wrote (add_adhoc_signature).
+HashedPages replace_unreadable_signature(OutputImage& slice, uint64_t file_offset, const std::string& identifier);
 std::vector<uint8_t> replace_unreadable_signature(const MachO& image, const std::string& identifier);  // on a copy
 
 // Adds a linker-style ad hoc signature (SHA-256, 4096-byte pages) to an unsigned
 // slice: grows __LINKEDIT and the slice, within the room `slice` has
 // (adhoc_signature_room), and adds LC_CODE_SIGNATURE.
 // The signature is the one ld64.lld writes, byte for byte, for the same layout.
-void add_adhoc_signature(OutputImage& slice, uint64_t file_offset, const std::string& identifier);
+// Returns the page hashes it wrote, for the check of the new signature: it hashes
+// again only what it cannot take from them (HashedPages, core/base/sha.h).
+HashedPages add_adhoc_signature(OutputImage& slice, uint64_t file_offset, const std::string& identifier);
 std::vector<uint8_t> add_adhoc_signature(const MachO& image, const std::string& identifier);  // on a copy
 // How much an unsigned slice of `slice_size` bytes may grow when signed: the room an
 // OutputImage needs for add_adhoc_signature.

@@ -66,8 +66,9 @@ struct LinkerSignatureLayout {
 LinkerSignatureLayout linker_layout(uint64_t linkedit_end, const std::string& identifier);
 
 // Writes lld's signature at layout.offset of `slice`, which already holds the final
-// Mach-O up to there (headers included: they are hashed) and zeros after.
-void write_linker_signature(MutableBytes slice, const LinkerSignatureLayout& layout, const MachO& image,
+// Mach-O up to there (headers included: they are hashed) and zeros after. Returns the
+// page hashes it wrote, for the check of the signature (HashedPages).
+HashedPages write_linker_signature(MutableBytes slice, const LinkerSignatureLayout& layout, const MachO& image,
                             const std::string& identifier);
 
 }  // namespace machofix::cs

@@ -95,7 +95,7 @@ uint64_t adhoc_signature_room(uint64_t slice_size, const std::string& identifier
   return layout.offset + layout.size - slice_size;
 }
 
-void add_adhoc_signature(OutputImage& slice, uint64_t file_offset, const std::string& identifier) {
+HashedPages add_adhoc_signature(OutputImage& slice, uint64_t file_offset, const std::string& identifier) {
   MachO image = parse_macho(slice.bytes(file_offset));  // a view of `slice`, which never moves
   if (image.code_signature.present) fail("the slice is already signed");
   if (identifier.empty() || identifier.find('\0') != std::string::npos)
@@ -109,7 +109,7 @@ void add_adhoc_signature(OutputImage& slice, uint64_t file_offset, const std::st
   slice.resize(layout.offset + layout.size);
   append_signature_command(slice, image, layout);
   grow_linkedit(slice, image, linkedit, layout.offset + layout.size);
-  write_linker_signature(slice, layout, image, identifier);
+  return write_linker_signature(slice, layout, image, identifier);
 }
 
 std::vector<uint8_t> add_adhoc_signature(const MachO& image, const std::string& identifier) {
@@ -118,7 +118,7 @@ std::vector<uint8_t> add_adhoc_signature(const MachO& image, const std::string& 
   return slice.to_vector();
 }
 
-void replace_unreadable_signature(OutputImage& slice, uint64_t file_offset, const std::string& identifier) {
+HashedPages replace_unreadable_signature(OutputImage& slice, uint64_t file_offset, const std::string& identifier) {
   MachO image = parse_macho(slice.bytes(file_offset));
   if (!image.code_signature_command) fail("the slice is not signed: no signature to replace");
   const Segment* linkedit = image.segment("__LINKEDIT");
@@ -143,7 +143,7 @@ void replace_unreadable_signature(OutputImage& slice, uint64_t file_offset, cons
   commands.remove(*image.code_signature_command);
   slice.resize(dataoff);
   commands.write(image, slice);
-  add_adhoc_signature(slice, file_offset, identifier);
+  return add_adhoc_signature(slice, file_offset, identifier);
 }
 
 std::vector<uint8_t> replace_unreadable_signature(const MachO& image, const std::string& identifier) {

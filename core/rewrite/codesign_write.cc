@@ -202,8 +202,8 @@ LinkerSignatureLayout linker_layout(uint64_t linkedit_end, const std::string& id
   return layout;
 }
 
-void write_linker_signature(MutableBytes slice, const LinkerSignatureLayout& layout, const MachO& image,
-                            const std::string& identifier) {
+HashedPages write_linker_signature(MutableBytes slice, const LinkerSignatureLayout& layout, const MachO& image,
+                                   const std::string& identifier) {
   const uint64_t at = layout.offset;
   SuperBlob superblob{};
   superblob.magic = kSuperBlobMagic;
@@ -236,8 +236,9 @@ void write_linker_signature(MutableBytes slice, const LinkerSignatureLayout& lay
   put_string(slice, at + kLldFixedHeadersSize, identifier);  // the padding after it stays zero
 
   // The Mach-O headers were changed before: the code is hashed as it is now.
-  std::vector<uint8_t> hashes = hash_pages(Bytes(slice.data(), layout.offset), kLinkerPageSize, kHashSha256);
-  put_bytes(slice, at + layout.headers_size, hashes.data(), hashes.size());
+  HashedPages hashed(Bytes(slice.data(), layout.offset), kLinkerPageSize, kHashSha256);
+  put_bytes(slice, at + layout.headers_size, hashed.hashes().data(), hashed.hashes().size());
+  return hashed;
 }
 
 void put_fixed_header(MutableBytes out, uint64_t at, const CodeDirectoryHeader& header, uint32_t fixed_size) {

@@ -301,15 +301,18 @@ SignatureOutcome update_signature(const JudgedSlice& judged, OutputImage& bytes,
   std::optional<VerifiedInputHashes> verified;
   if (input.report.status == SignatureStatus::Valid && input.signature) verified.emplace(image, *input.signature);
   const KnownPageHashes* known = verified ? &*verified : nullptr;
+  // A new signature's own page hashes serve its check for the pages no one can have
+  // changed since they were hashed (HashedPages).
+  std::optional<HashedPages> signed_pages;
   if (!image.code_signature.present) {
     if (!options.sign_unsigned) {
       if (image.cputype == macho::CPU_TYPE_ARM64)
         outcome.warnings.push_back("unsigned arm64 slice left unsigned (it cannot run as is); pass --sign to sign it");
       return outcome;
     }
-    add_adhoc_signature(bytes, base, new_identifier(identifier));
+    known = &signed_pages.emplace(add_adhoc_signature(bytes, base, new_identifier(identifier)));
   } else if (input.read_error) {  // only with --resign-invalid: judge_slice refuses it otherwise
-    replace_unreadable_signature(bytes, base, new_identifier(identifier));
+    known = &signed_pages.emplace(replace_unreadable_signature(bytes, base, new_identifier(identifier)));
   } else {
     // Read once: the proof's reading of the rewritten slice, or now for `sign`.
     std::optional<MachO> unchanged;
