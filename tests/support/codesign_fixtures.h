@@ -21,7 +21,7 @@ namespace machofix::codesign_test {
 
 namespace fs = std::filesystem;
 
-inline const char* kLibSystemTbd = R"(--- !tapi-tbd
+inline constexpr const char* kLibSystemTbd = R"(--- !tapi-tbd
 tbd-version: 4
 targets: [ arm64-macos, x86_64-macos ]
 install-name: '/usr/lib/libSystem.B.dylib'
@@ -32,17 +32,17 @@ exports:
 )";
 
 // Code spanning several 4 KiB pages (the table lands in __TEXT,__const).
-inline const char* kLibrarySource = R"(int printf(const char*, ...);
+inline constexpr const char* kLibrarySource = R"(int printf(const char*, ...);
 const char table[9000] = {1, 2, 3};
 int hello(int x) { printf("hello %d\n", x); return table[x] + 1; }
 )";
 
-inline const char* kMainSource = R"(int printf(const char*, ...);
+inline constexpr const char* kMainSource = R"(int printf(const char*, ...);
 int main(void) { printf("hi\n"); return 0; }
 )";
 
 // Large enough for hash_pages to use two threads (more than 512 pages).
-inline const char* kLargeSource = R"(const char large[2500000] = {1};
+inline constexpr const char* kLargeSource = R"(const char large[2500000] = {1};
 int get(int i) { return large[i]; }
 )";
 
