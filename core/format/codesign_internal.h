@@ -69,6 +69,6 @@ LinkerSignatureLayout linker_layout(uint64_t linkedit_end, const std::string& id
 // Mach-O up to there (headers included: they are hashed) and zeros after. Returns the
 // page hashes it wrote, for the check of the signature (HashedPages).
 HashedPages write_linker_signature(MutableBytes slice, const LinkerSignatureLayout& layout, const MachO& image,
-                            const std::string& identifier);
+                                   const std::string& identifier);
 
 }  // namespace machofix::cs
