@@ -58,25 +58,7 @@ def signature_after(machofix, source, *flags):
     return entry["macho"]["slices"][0]["signature_after"]
 
 
-class Case:
-    def __init__(self, machofix, pte_writer, fixtures, work, name):
-        self.machofix, self.pte_writer, self.fixtures = machofix, pte_writer, fixtures
-        self.dir = os.path.join(work, name)
-        shutil.rmtree(self.dir, ignore_errors=True)
-        os.makedirs(self.dir)
-
-    def path(self, name):
-        return os.path.join(self.dir, name)
-
-    def fixture(self, name):
-        with open(os.path.join(self.fixtures, name), "rb") as handle:
-            return bytearray(handle.read())
-
-    def write(self, name, data):
-        with open(self.path(name), "wb") as handle:
-            handle.write(data)
-        return self.path(name)
-
+class Case(tamper.CaseDirectory):
     def identity_signed(self, fixture):
         """The fixture re-signed as if with a Developer ID (tests/support/identity_sign.py)."""
         target = self.path("identity-" + fixture)
@@ -330,17 +312,7 @@ TESTS = [test_thin, test_fat, test_fat64, test_flat_namespace, test_pte, test_ar
 
 
 def main():
-    machofix, pte_writer, fixtures, work = sys.argv[1:5]
-    failures = 0
-    for test in TESTS:
-        name = test.__name__[len("test_"):]
-        problems = test(Case(machofix, pte_writer, fixtures, work, name))
-        print(f"{'FAIL' if problems else 'ok  '} {name}")
-        for problem in problems:
-            print(f"     {problem}")
-        failures += bool(problems)
-    print(f"{len(TESTS) - failures}/{len(TESTS)} cases pass")
-    return 1 if failures else 0
+    return tamper.run_cases(TESTS, Case, sys.argv[1:5])
 
 
 if __name__ == "__main__":

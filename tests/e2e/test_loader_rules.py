@@ -18,13 +18,13 @@ Usage: test_loader_rules.py MACHOFIX PTE_WRITER FIXTURE_DIR WORK_DIR
 """
 import json
 import os
-import shutil
 import subprocess
 import sys
 import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
+import tamper  # noqa: E402
 from tamper import check_refused, run, writable_text  # noqa: E402
 
 THIN = "aoti_metal_arm64_dyldinfo_unsigned.in"  # arm64, unsigned: no signature to invalidate
@@ -32,25 +32,7 @@ FAT = "universal_fat_dyldinfo.in"  # x86_64 unsigned + arm64 signed
 RULE = "loader rule seg-protection"
 
 
-class Case:
-    def __init__(self, machofix, pte_writer, fixtures, work, name):
-        self.machofix, self.pte_writer, self.fixtures = machofix, pte_writer, fixtures
-        self.dir = os.path.join(work, name)
-        shutil.rmtree(self.dir, ignore_errors=True)
-        os.makedirs(self.dir)
-
-    def path(self, name):
-        return os.path.join(self.dir, name)
-
-    def fixture(self, name):
-        with open(os.path.join(self.fixtures, name), "rb") as handle:
-            return bytearray(handle.read())
-
-    def write(self, name, data):
-        with open(self.path(name), "wb") as handle:
-            handle.write(data)
-        return self.path(name)
-
+class Case(tamper.CaseDirectory):
     def reported(self, source, parts, offset):
         """verify names every part and exits 1; its JSON has the violation at `offset`;
         inspect shows it and exits 0."""
@@ -163,17 +145,7 @@ TESTS = [test_thin, test_universal_slice, test_pte, test_archive_member, test_he
 
 
 def main():
-    machofix, pte_writer, fixtures, work = sys.argv[1:5]
-    failures = 0
-    for test in TESTS:
-        name = test.__name__[len("test_"):]
-        problems = test(Case(machofix, pte_writer, fixtures, work, name))
-        print(f"{'FAIL' if problems else 'ok  '} {name}")
-        for problem in problems:
-            print(f"     {problem}")
-        failures += bool(problems)
-    print(f"{len(TESTS) - failures}/{len(TESTS)} cases pass")
-    return 1 if failures else 0
+    return tamper.run_cases(TESTS, Case, sys.argv[1:5])
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ of it, the blobs of a signature, and the checks every refusal and every
 import hashlib
 import json
 import os
+import shutil
 import struct
 import subprocess
 
@@ -182,3 +183,42 @@ def check_resigned(arguments, output, arch, problem_text, problem_offset, verify
     if not slices[0]["changed"] or slices[0]["signature_after"] is None:
         problems.append("JSON: the slice is not reported as re-signed")
     return problems + verify(output)
+
+
+class CaseDirectory:
+    """One case's scratch directory (`work`/`name`, emptied first) and the fixtures it
+    reads: the base of each test script's Case."""
+
+    def __init__(self, machofix, pte_writer, fixtures, work, name):
+        self.machofix, self.pte_writer, self.fixtures = machofix, pte_writer, fixtures
+        self.dir = os.path.join(work, name)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        os.makedirs(self.dir)
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def fixture(self, name):
+        with open(os.path.join(self.fixtures, name), "rb") as handle:
+            return bytearray(handle.read())
+
+    def write(self, name, data):
+        with open(self.path(name), "wb") as handle:
+            handle.write(data)
+        return self.path(name)
+
+
+def run_cases(tests, make_case, arguments):
+    """Runs each test(case) with a case made from `arguments` (MACHOFIX PTE_WRITER
+    FIXTURES WORK) and the test's name, prints what failed; the exit status."""
+    machofix, pte_writer, fixtures, work = arguments
+    failures = 0
+    for test in tests:
+        name = test.__name__[len("test_"):]
+        problems = test(make_case(machofix, pte_writer, fixtures, work, name))
+        print(f"{'FAIL' if problems else 'ok  '} {name}")
+        for problem in problems:
+            print(f"     {problem}")
+        failures += bool(problems)
+    print(f"{len(tests) - failures}/{len(tests)} cases pass")
+    return 1 if failures else 0
