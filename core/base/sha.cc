@@ -222,8 +222,11 @@ std::vector<uint8_t> hash_pages(const Bytes& code, uint64_t page_size, uint8_t h
   return out;
 }
 
-HashedPages::HashedPages(const Bytes& code, uint64_t page_size, uint8_t hash_type)
-    : code_(code), page_size_(page_size), hash_type_(hash_type), hashes_(hash_pages(code, page_size, hash_type)) {}
+HashedPages::HashedPages(const Bytes& code, uint64_t page_size, uint8_t hash_type, const KnownPageHashes* known)
+    : code_(code),
+      page_size_(page_size),
+      hash_type_(hash_type),
+      hashes_(hash_pages(code, page_size, hash_type, 0, known)) {}
 
 const uint8_t* HashedPages::find(const uint8_t* page, uint64_t length, uint64_t index, uint64_t page_size,
                                  uint8_t hash_type) const {
@@ -232,6 +235,13 @@ const uint8_t* HashedPages::find(const uint8_t* page, uint64_t length, uint64_t 
   if (page != code_.data() + at || length != std::min(page_size_, code_.size() - at)) return nullptr;
   if (!file_behind(page, length)) return nullptr;  // a private page: it may have been written since
   return hashes_.data() + index * stored_hash_size(hash_type_);
+}
+
+const uint8_t* HashedPagesList::find(const uint8_t* page, uint64_t length, uint64_t index, uint64_t page_size,
+                                     uint8_t hash_type) const {
+  for (const HashedPages& hashed : directories_)
+    if (const uint8_t* found = hashed.find(page, length, index, page_size, hash_type)) return found;
+  return nullptr;
 }
 
 uint64_t page_bytes_hashed() { return bytes_hashed.load(std::memory_order_relaxed); }

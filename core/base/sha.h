@@ -75,19 +75,21 @@ std::vector<uint8_t> hash_pages(const Bytes& code, uint64_t page_size, uint8_t h
 uint64_t page_bytes_hashed();
 
 // hash_pages' answer kept with what it was asked, for a second pass over the same
-// pages: the check of a signature just written (add_adhoc_signature) need not hash
-// again the pages no one can have changed since. A page is served only when it is
-// the very page hashed (the same address, length, page size and hash type) and lies
-// wholly in a registered read-only file mapping (core/base/mapped_pages.h: the code
-// and data an OutputImage borrows from its input), so its bytes are the ones hashed.
-// Any other page (the header, __LINKEDIT: the bytes the rewrite wrote) is hashed
-// again, and so is every page of a signer that hashed another range, page size or
-// type than the signature it wrote says. The check stays independent of the signer
-// in what it reads and compares: which pages, where their hashes are stored, which
-// type; it shares with the signer only the digest of a page nothing could change.
+// pages: the check of a signature just written (add_adhoc_signature, or a renewal
+// over an invalid one) need not hash again the pages no one can have changed since. A
+// page is served only when it is the very page hashed (the same address, length, page
+// size and hash type) and lies wholly in a registered read-only file mapping
+// (core/base/mapped_pages.h: the code and data an OutputImage borrows from its
+// input), so its bytes are the ones hashed. Any other page (the header, __LINKEDIT:
+// the bytes the rewrite wrote) is hashed again, and so is every page of a signer that
+// hashed another range, page size or type than the signature it wrote says. The check
+// stays independent of the signer in what it reads and compares: which pages, where
+// their hashes are stored, which type; it shares with the signer only the digest of a
+// page nothing could change.
 class HashedPages : public KnownPageHashes {
  public:
-  HashedPages(const Bytes& code, uint64_t page_size, uint8_t hash_type);  // hashes `code` (hash_pages)
+  // Hashes `code` (hash_pages, asking `known` first).
+  HashedPages(const Bytes& code, uint64_t page_size, uint8_t hash_type, const KnownPageHashes* known = nullptr);
   const std::vector<uint8_t>& hashes() const { return hashes_; }
   const uint8_t* find(const uint8_t* page, uint64_t length, uint64_t index, uint64_t page_size,
                       uint8_t hash_type) const override;
@@ -97,6 +99,18 @@ class HashedPages : public KnownPageHashes {
   uint64_t page_size_;
   uint8_t hash_type_;
   std::vector<uint8_t> hashes_;
+};
+
+// The HashedPages of each CodeDirectory a signer wrote (a renewal may write a SHA-1
+// and a SHA-256 one): a page is served by the one hashed with its page size and type.
+class HashedPagesList : public KnownPageHashes {
+ public:
+  void add(HashedPages hashed) { directories_.push_back(std::move(hashed)); }
+  const uint8_t* find(const uint8_t* page, uint64_t length, uint64_t index, uint64_t page_size,
+                      uint8_t hash_type) const override;
+
+ private:
+  std::vector<HashedPages> directories_;
 };
 
 }  // namespace machofix

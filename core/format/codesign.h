@@ -120,17 +120,22 @@ std::vector<std::string> verify_code_signature(const MachO& image);
 // Recomputes every hash of the existing signature in `slice` (code pages, special
 // slots of the blobs that are kept), in place. Refuses identity signatures.
 // codeLimit is set to the signature's offset; if that changes the number of pages
-// the CodeDirectory would have to grow, which this refuses (an Error).
-void renew_code_signature(MutableBytes slice, uint64_t file_offset, const KnownPageHashes* known = nullptr);
+// the CodeDirectory would have to grow, which this refuses (an Error). Returns the
+// page hashes it wrote, one HashedPages per CodeDirectory: where `known` cannot serve
+// the check of the new signature (an invalid input's, --resign-invalid), they can.
+HashedPagesList renew_code_signature(MutableBytes slice, uint64_t file_offset, const KnownPageHashes* known = nullptr);
 // The same with the slice already read: `image` views `slice`'s bytes.
-void renew_code_signature(MutableBytes slice, const MachO& image, const KnownPageHashes* known);
+HashedPagesList renew_code_signature(MutableBytes slice, const MachO& image, const KnownPageHashes* known);
 
 // Replaces an identity signature with an ad hoc one in the same space (--adhoc):
 // codesign's layout (CodeDirectories with CS_ADHOC and no team id, an empty
 // Requirements set, entitlements and other blobs kept, an empty CMS wrapper),
-// zero-padded to the old datasize. An Error if it does not fit.
-void replace_with_adhoc_signature(MutableBytes slice, uint64_t file_offset, const KnownPageHashes* known = nullptr);
-void replace_with_adhoc_signature(MutableBytes slice, const MachO& image, const KnownPageHashes* known);  // `image` views `slice`
+// zero-padded to the old datasize. An Error if it does not fit. Returns the page
+// hashes it wrote (renew_code_signature).
+HashedPagesList replace_with_adhoc_signature(MutableBytes slice, uint64_t file_offset,
+                                             const KnownPageHashes* known = nullptr);
+HashedPagesList replace_with_adhoc_signature(MutableBytes slice, const MachO& image,
+                                             const KnownPageHashes* known);  // `image` views `slice`
 
 // For --resign-invalid on a signature too malformed to read (so it cannot be renewed
 // in its own structure): removes LC_CODE_SIGNATURE and the signature at the end of

@@ -43,8 +43,9 @@ std::optional<std::vector<uint8_t>> special_slot_hash(const MachO& image, const 
   return std::vector<uint8_t>(hasher.size(), 0);
 }
 
-void renew_code_directory(MutableBytes slice, const MachO& image, const CodeSignature& signature,
-                          const CodeDirectory& directory, const KnownPageHashes* known) {
+// Returns the page hashes it wrote (the check of the renewed signature may take them).
+HashedPages renew_code_directory(MutableBytes slice, const MachO& image, const CodeSignature& signature,
+                                 const CodeDirectory& directory, const KnownPageHashes* known) {
   CdPlace place = place_of(signature, directory);
   uint64_t limit = signature.offset;  // the code ends where the signature starts
   uint64_t needed = page_count(limit, directory.page_size());
@@ -53,18 +54,18 @@ void renew_code_directory(MutableBytes slice, const MachO& image, const CodeSign
                           directory.name() + " has " + std::to_string(directory.code_slots) +
                               " code slots but the code up to the signature (" + hex(limit) + ") has " +
                               std::to_string(needed) + " pages: renewing cannot resize the signature");
-  std::vector<uint8_t> hashes =
-      hash_pages(image.bytes.sub(0, limit, "signed code"), directory.page_size(), directory.hash_type, 0, known);
+  HashedPages hashed(image.bytes.sub(0, limit, "signed code"), directory.page_size(), directory.hash_type, known);
   Hasher hasher(directory.hash_type);
   std::vector<std::optional<std::vector<uint8_t>>> specials;
   for (uint32_t slot = 1; slot <= directory.special_slots; ++slot)
     specials.push_back(special_slot_hash(image, signature, slot, hasher));
   // Every hash is computed before anything is written: `image` views `slice`.
   write_code_limit(slice, place.start, directory, limit);
-  put_bytes(slice, place.hashes, hashes.data(), hashes.size());
+  put_bytes(slice, place.hashes, hashed.hashes().data(), hashed.hashes().size());
   for (uint32_t slot = 1; slot <= directory.special_slots; ++slot)
     if (const auto& hash = specials[slot - 1])
       put_bytes(slice, place.special_hash(slot, hasher.size()), hash->data(), hash->size());
+  return hashed;
 }
 
 // ---------------------------------------------------------------------------
@@ -129,8 +130,10 @@ void write_special_slots(std::vector<uint8_t>& cd, uint64_t hash_offset, uint32_
 }
 
 // codesign's CodeDirectory layout: fixed header, identifier, special slots, code slots.
+// The page hashes it computes are added to `hashed`.
 std::vector<uint8_t> adhoc_code_directory(const MachO& image, const CodeSignature& signature, const CodeDirectory& old,
-                                          const BlobsBySlot& blobs, const KnownPageHashes* known) {
+                                          const BlobsBySlot& blobs, const KnownPageHashes* known,
+                                          HashedPagesList& hashed) {
   Bytes old_bytes = image.bytes.sub(signature.offset + old.offset, old.length, "CodeDirectory");
   // The old header is carried over (version, platform, execSeg, runtime...).
   Cd header = read_fixed_header(old_bytes, old.fixed_size);
@@ -154,9 +157,9 @@ std::vector<uint8_t> adhoc_code_directory(const MachO& image, const CodeSignatur
   put_fixed_header(cd, 0, header, old.fixed_size);
   put_string(cd, old.fixed_size, old.identifier);
   write_special_slots(cd, hash_offset, special_slots, image, signature, old, blobs);
-  std::vector<uint8_t> hashes =
-      hash_pages(image.bytes.sub(0, limit, "signed code"), old.page_size(), old.hash_type, 0, known);
-  put_bytes(cd, hash_offset, hashes.data(), hashes.size());
+  HashedPages pages(image.bytes.sub(0, limit, "signed code"), old.page_size(), old.hash_type, known);
+  put_bytes(cd, hash_offset, pages.hashes().data(), pages.hashes().size());
+  hashed.add(std::move(pages));
   return cd;
 }
 
@@ -262,25 +265,27 @@ ParsedSlice read_signed_slice(const MachO& image, const char* action) {
 // ---------------------------------------------------------------------------
 // Public API
 
-void renew_code_signature(MutableBytes slice, uint64_t file_offset, const KnownPageHashes* known) {
-  renew_code_signature(slice, parse_macho(slice.bytes(file_offset)), known);
+HashedPagesList renew_code_signature(MutableBytes slice, uint64_t file_offset, const KnownPageHashes* known) {
+  return renew_code_signature(slice, parse_macho(slice.bytes(file_offset)), known);
 }
 
-void renew_code_signature(MutableBytes slice, const MachO& image, const KnownPageHashes* known) {
+HashedPagesList renew_code_signature(MutableBytes slice, const MachO& image, const KnownPageHashes* known) {
   ParsedSlice parsed = read_signed_slice(image, "renew");
   if (parsed.signature.has_identity)
     fail(
         "signed with an identity (Developer ID?): cannot be renewed; pass --adhoc to replace it with an ad hoc "
         "signature");
+  HashedPagesList hashed;
   for (const CodeDirectory& directory : parsed.signature.code_directories)
-    renew_code_directory(slice, parsed.image, parsed.signature, directory, known);
+    hashed.add(renew_code_directory(slice, parsed.image, parsed.signature, directory, known));
+  return hashed;
 }
 
-void replace_with_adhoc_signature(MutableBytes slice, uint64_t file_offset, const KnownPageHashes* known) {
-  replace_with_adhoc_signature(slice, parse_macho(slice.bytes(file_offset)), known);
+HashedPagesList replace_with_adhoc_signature(MutableBytes slice, uint64_t file_offset, const KnownPageHashes* known) {
+  return replace_with_adhoc_signature(slice, parse_macho(slice.bytes(file_offset)), known);
 }
 
-void replace_with_adhoc_signature(MutableBytes slice, const MachO& image, const KnownPageHashes* known) {
+HashedPagesList replace_with_adhoc_signature(MutableBytes slice, const MachO& image, const KnownPageHashes* known) {
   ParsedSlice parsed = read_signed_slice(image, "replace");
   const CodeSignature& signature = parsed.signature;
   // Blobs other than CodeDirectories, requirements and CMS (entitlements,
@@ -294,8 +299,9 @@ void replace_with_adhoc_signature(MutableBytes slice, const MachO& image, const 
   blobs[kSlotRequirements] = empty_requirements();
   // CodeDirectories seal the other blobs, so they are built after them.
   BlobsBySlot directories;
+  HashedPagesList hashed;
   for (const CodeDirectory& directory : signature.code_directories)
-    directories[directory.slot] = adhoc_code_directory(parsed.image, signature, directory, blobs, known);
+    directories[directory.slot] = adhoc_code_directory(parsed.image, signature, directory, blobs, known, hashed);
   blobs.merge(directories);
   blobs[kSlotCms] = empty_cms();
   std::vector<uint8_t> superblob = assemble_superblob(blobs);
@@ -304,6 +310,7 @@ void replace_with_adhoc_signature(MutableBytes slice, const MachO& image, const 
          " bytes) does not fit in the LC_CODE_SIGNATURE space (datasize " + std::to_string(signature.size) + ")");
   superblob.resize(signature.size, 0);
   put_bytes(slice, signature.offset, superblob.data(), superblob.size());
+  return hashed;
 }
 
 }  // namespace machofix

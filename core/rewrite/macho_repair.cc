@@ -302,8 +302,10 @@ SignatureOutcome update_signature(const JudgedSlice& judged, OutputImage& bytes,
   if (input.report.status == SignatureStatus::Valid && input.signature) verified.emplace(image, *input.signature);
   const KnownPageHashes* known = verified ? &*verified : nullptr;
   // A new signature's own page hashes serve its check for the pages no one can have
-  // changed since they were hashed (HashedPages).
+  // changed since they were hashed (HashedPages): a signature added to an unsigned
+  // slice, or one renewed over an invalid one (whose hashes serve nothing).
   std::optional<HashedPages> signed_pages;
+  std::optional<HashedPagesList> renewed_pages;
   if (!image.code_signature.present) {
     if (!options.sign_unsigned) {
       if (image.cputype == macho::CPU_TYPE_ARM64)
@@ -317,8 +319,9 @@ SignatureOutcome update_signature(const JudgedSlice& judged, OutputImage& bytes,
     // Read once: the proof's reading of the rewritten slice, or now for `sign`.
     std::optional<MachO> unchanged;
     const MachO& current = rewritten ? *rewritten : unchanged.emplace(parse_macho(bytes.bytes(base)));
-    if (input.signature->has_identity) replace_with_adhoc_signature(bytes, current, known);
-    else renew_code_signature(bytes, current, known);
+    HashedPagesList written = input.signature->has_identity ? replace_with_adhoc_signature(bytes, current, known)
+                                                             : renew_code_signature(bytes, current, known);
+    if (!known) known = &renewed_pages.emplace(std::move(written));
   }
   // One verification of the new signature serves both the check and the report.
   std::vector<uint8_t> spoiled;  // tests only (proof_seam.h)

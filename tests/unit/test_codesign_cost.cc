@@ -89,6 +89,20 @@ MappedFile large_unsigned_dylib() {
   return MappedFile((Fixtures::get().dir() / "large_x86_64.dylib").string());
 }
 
+// What `sign` reports of the one slice of `file`, and the bytes of pages it hashed.
+struct SignCost {
+  SliceReport slice;
+  uint64_t hashed;
+};
+
+SignCost sign_cost(const MappedFile& file, const RepairOptions& options) {
+  uint64_t before = page_bytes_hashed();
+  MachORepair repair = sign_macho(file.bytes(), options);
+  uint64_t hashed = page_bytes_hashed() - before;
+  REQUIRE(repair.report.slices.size() == 1);
+  return {repair.report.slices[0], hashed};
+}
+
 }  // namespace
 
 TEST_CASE("a new signature's own hashes serve its check for the borrowed pages, and no other") {
@@ -144,12 +158,28 @@ TEST_CASE("sign of an unsigned slice hashes its code once, and again only what i
   MappedFile file = large_unsigned_dylib();
   RepairOptions options = test::checked();
   options.sign_unsigned = true;
-  uint64_t before = page_bytes_hashed();
-  MachORepair repair = sign_macho(file.bytes(), options);
-  uint64_t hashed = page_bytes_hashed() - before;
-  REQUIRE(repair.report.slices.size() == 1);
-  CHECK(repair.report.slices[0].signature_after.status == SignatureStatus::Added);
+  SignCost cost = sign_cost(file, options);
+  CHECK(cost.slice.signature_after.status == SignatureStatus::Added);
   uint64_t size = file.bytes().size();
-  CHECK(hashed >= size);           // the signer hashed every page
-  CHECK(hashed < size + size / 8);  // the check hashed the header page and __LINKEDIT again, not the code
+  CHECK(cost.hashed >= size);           // the signer hashed every page
+  CHECK(cost.hashed < size + size / 8);  // the check hashed the header page and __LINKEDIT again, not the code
+}
+
+TEST_CASE("re-signing over an invalid signature (--resign-invalid) hashes the code once more, not twice") {
+  Fixtures::get().link("large_arm64.dylib", "large", "arm64", "dylib");  // lld signs arm64 ad hoc
+  std::vector<uint8_t> data = read_file(Fixtures::get().dir() / "large_arm64.dylib");
+  data[data.size() / 2] ^= 0x01;  // in the large table: that page no longer matches its hash
+  fs::path tampered = Fixtures::get().dir() / "large_arm64_tampered.dylib";
+  write_file(tampered, data);
+  MappedFile file(tampered.string());
+  std::optional<CodeSignature> signature = read_code_signature(parse_macho(file.bytes()));
+  REQUIRE(signature);
+  uint64_t code_limit = signature->primary().code_limit;
+  RepairOptions options = test::checked();
+  options.resign_invalid = true;
+  SignCost cost = sign_cost(file, options);
+  CHECK(cost.slice.signature.status == SignatureStatus::Invalid);
+  CHECK(cost.slice.signature_after.status == SignatureStatus::Renewed);
+  CHECK(cost.hashed >= 2 * code_limit);                   // the input's verification, then the signer: every page
+  CHECK(cost.hashed < 2 * code_limit + code_limit / 8);  // the check: the header page and __LINKEDIT again
 }
