@@ -474,6 +474,8 @@ def main():
     machofix = os.path.join(arguments.build, "machofix")
     global TIMER
     TIMER = os.path.join(arguments.build, "tests", "run_timed")
+    if not os.access(TIMER, os.X_OK):
+        raise SystemExit(f"no timer at {TIMER}: build it (cmake --build {arguments.build} --target run_timed)")
     pte_writer = os.path.join(arguments.build, "tests", "pte_writer")
     runs = arguments.runs or (3 if arguments.quick else 6)  # even: see timed()
     pte_sizes = [10, 100] if arguments.quick else [1, 10, 50, 100, 1024, 4096]

@@ -5,7 +5,8 @@ Tests of the refusal of invalid input signatures (tests/e2e/test_invalid_signatu
 tests/e2e/test_corpus.py) and of files breaking a loader rule (test_loader_rules.py)
 share these: where a slice's __text is, flipping one byte
 of it, the blobs of a signature, and the checks every refusal and every
---resign-invalid run must pass. Written with struct and hashlib only.
+--resign-invalid run must pass; and the scratch directory and runner of their cases
+(CaseDirectory, run_cases). Written with struct and hashlib only.
 """
 import hashlib
 import json
