@@ -66,12 +66,11 @@ def run_once(command, prepare=None, cleanup=None, status=0):
     with tempfile.TemporaryFile() as errors, tempfile.NamedTemporaryFile("r") as report:
         result = subprocess.run([TIMER, report.name, *command], stdout=subprocess.DEVNULL, stderr=errors)
         fields = report.read().split()
+        errors.seek(0)
         if result.returncode != 0 or len(fields) != 3:
-            errors.seek(0)
             raise SystemExit(f"{TIMER}: exit {result.returncode}: {errors.read().decode(errors='replace')}")
         nanoseconds, peak, returncode = map(int, fields)
         if returncode != status:
-            errors.seek(0)
             raise SystemExit(f"{' '.join(command)}: exit {returncode}, not {status}: {errors.read().decode(errors='replace')}")
     if cleanup:
         cleanup()

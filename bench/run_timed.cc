@@ -4,12 +4,13 @@
 //   run_timed REPORT COMMAND [ARGUMENT...]
 //
 // Writes "NANOSECONDS PEAK_KIB EXIT_STATUS" to the file REPORT once the command has
-// ended, and nothing else; the command keeps this process's descriptors. The time runs from just
-// before the fork to the end of wait4, so this process's own start is not in it (as
-// /usr/bin/time's is, when its caller times it: about 1 ms here). The peak is the
-// child's ru_maxrss, as GNU time's %M: the child is forked from this small process,
-// not spawned from the caller (Linux carries the address space's high-water mark
-// over exec, so a child spawned from a Python process of 20 MiB reports at least that).
+// ended, and nothing else; the command keeps this process's descriptors. The time
+// runs from just before the fork to the end of wait4, so this process's own start is
+// not in it (as /usr/bin/time's is, when its caller times it: about 1 ms here). The
+// peak is the child's ru_maxrss, as GNU time's %M: the child is forked from this
+// small process, not spawned from the caller (Linux carries the address space's
+// high-water mark over exec, so a child spawned from a Python process of 20 MiB
+// reports at least that).
 // An exit status of 128 + N means the command was killed by signal N.
 #include <fcntl.h>
 #include <sys/resource.h>

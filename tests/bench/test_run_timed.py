@@ -40,7 +40,7 @@ def main():
     if peak < 64 * MIB:
         problems.append(f"a process that holds 64 MiB: peak {peak} KiB")
     if refused(["sh", "-c", "exit 3"], status=3) is not None:
-        problems.append("exit 3, expected: refused")
+        problems.append("exit 3 where 3 was expected: refused")
     message = refused(["sh", "-c", "echo why >&2; exit 3"])
     if not message or "exit 3, not 0" not in message or "why" not in message:
         problems.append(f"exit 3 where 0 was expected: {message!r}")
