@@ -96,13 +96,8 @@ const uint8_t* bytes_to_read(const uint8_t* data, uint64_t length, std::vector<u
   std::optional<FileBehind> file = file_behind(data, length);
   if (!file) return data;
   if (buffer.size() < length) buffer.resize(length);
-  for (uint64_t done = 0; done < length;) {
-    ssize_t got = retry_on_eintr(
-        [&] { return pread(file->fd, buffer.data() + done, length - done, static_cast<off_t>(file->offset + done)); });
-    if (got <= 0) return nullptr;
-    done += static_cast<uint64_t>(got);
-  }
-  return buffer.data();
+  bool whole = read_fully_at(file->fd, buffer.data(), length, file->offset) == static_cast<int64_t>(length);
+  return whole ? buffer.data() : nullptr;
 }
 
 bool same_file_bytes(const uint8_t* a, const uint8_t* b, uint64_t length) {

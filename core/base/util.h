@@ -36,6 +36,20 @@ auto retry_on_eintr(Call call) {
   }
 }
 
+// Reads `length` bytes of `fd` from `offset` into `into`, in as many calls as it
+// takes: how many it read (fewer only where the file ends), or -1 on an error (errno).
+inline int64_t read_fully_at(int fd, uint8_t* into, uint64_t length, uint64_t offset) {
+  uint64_t done = 0;
+  while (done < length) {
+    ssize_t got =
+        retry_on_eintr([&] { return pread(fd, into + done, length - done, static_cast<off_t>(offset + done)); });
+    if (got < 0) return -1;
+    if (got == 0) break;
+    done += static_cast<uint64_t>(got);
+  }
+  return static_cast<int64_t>(done);
+}
+
 // The bytes in lowercase hex, two digits each.
 inline std::string hex_bytes(const uint8_t* data, size_t size) {
   static const char digits[] = "0123456789abcdef";

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <cstring>
 
 #include "core/base/error.h"
@@ -30,9 +31,9 @@ constexpr uint64_t kReleaseBatch = 8ull << 20;
 // thread can share one range.
 constexpr uint64_t kCompareUnit = 1ull << 20;
 
-void compare_range(const uint8_t* input, const uint8_t* output, const CopiedRange& range) {
+// `written`: the output's bytes of the range.
+void compare_range(const uint8_t* input, const uint8_t* written, const CopiedRange& range) {
   const uint8_t* expected = input + range.in_at;
-  const uint8_t* written = output + range.out_at;
   if (std::memcmp(expected, written, range.length) == 0) return;
   uint64_t at = 0;
   while (expected[at] == written[at]) ++at;
@@ -68,9 +69,24 @@ void OutputMapping::resize(uint64_t size) {
   map(size);
 }
 
+const uint8_t* OutputMapping::range(uint64_t at, uint64_t length) {
+  if (!fits(at, length, size_)) fail_at(at, "internal error: a range past the end of the output is compared");
+  if (!read_) return base_ + at;
+  int64_t got = read_fully_at(fd_, read_.get() + at, length, at);
+  if (got < 0) fail_at(at, "cannot read back the temporary output: " + std::string(std::strerror(errno)));
+  if (static_cast<uint64_t>(got) < length)
+    fail_at(at + static_cast<uint64_t>(got), "the temporary output ends before the copy it should hold");
+  return read_.get() + at;
+}
+
 void OutputMapping::map(uint64_t size) {
   size_ = size;
   if (size == 0) return;
+  if (size < kReadNotMappedBelow) {
+    read_.reset(new uint8_t[size]);  // not zeroed: only what range() read is ever read
+    base_ = read_.get();
+    return;
+  }
   void* base = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd_, 0);
   if (base == MAP_FAILED) fail("cannot map the temporary output to verify it");
   base_ = static_cast<const uint8_t*>(base);
@@ -79,6 +95,11 @@ void OutputMapping::map(uint64_t size) {
 
 void OutputMapping::unmap() {
   if (!base_) return;
+  if (read_) {
+    read_.reset();
+    base_ = nullptr;
+    return;
+  }
   unregister_read_only_mapping(base_);
   munmap(const_cast<uint8_t*>(base_), size_);
   base_ = nullptr;
@@ -176,7 +197,7 @@ void CopyChecker::compare_next(std::unique_lock<std::mutex>& lock) {
   uint64_t error_at = range.out_at;
   try {
     if (write_back) start_writeback(fd_, range.out_at, write_back);
-    compare_range(input_, output_.data(), range);
+    compare_range(input_, output_.range(range.out_at, range.length), range);
   } catch (const Error& mismatch) {
     error = std::current_exception();
     error_at = mismatch.offset().value_or(range.out_at);

@@ -150,7 +150,7 @@ void MappedFile::open_standard_input() {
 
 std::string MappedFile::reopen_path() const { return is_standard_stream(path_) ? descriptor_path(fd_) : path_; }
 
-MappedFile::MappedFile(const std::string& path) : path_(path) {
+MappedFile::MappedFile(const std::string& path, SmallFile small) : path_(path) {
   // O_NONBLOCK: opening a fifo would otherwise wait for a writer; it is refused below.
   if (is_standard_stream(path)) open_standard_input();
   else fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -166,15 +166,28 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   mode_ = info.st_mode & 07777;
   size_ = static_cast<uint64_t>(info.st_size);
   if (size_ == 0) return;
+  if (small == SmallFile::Read && size_ < kReadNotMappedBelow) {
+    read_small_file();
+    return;
+  }
   void* mapped = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd_, 0);
   if (mapped == MAP_FAILED) system_error("cannot map", path);
   data_ = static_cast<const uint8_t*>(mapped);
   register_read_only_mapping(data_, size_, fd_);
 }
 
+void MappedFile::read_small_file() {
+  read_.reset(new uint8_t[size_]);
+  int64_t got = read_fully_at(fd_, read_.get(), size_, 0);
+  if (got < 0) system_error("cannot read", path_);
+  if (static_cast<uint64_t>(got) < size_)
+    fail_at(static_cast<uint64_t>(got), "the file changed while it was read (it is shorter than when it was opened)");
+  data_ = read_.get();
+}
+
 MappedFile::~MappedFile() {
-  if (data_) unregister_read_only_mapping(data_);
-  if (data_) munmap(const_cast<uint8_t*>(data_), size_);
+  if (data_ && !read_) unregister_read_only_mapping(data_);
+  if (data_ && !read_) munmap(const_cast<uint8_t*>(data_), size_);
   if (fd_ >= 0) ::close(fd_);
 }
 

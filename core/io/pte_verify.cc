@@ -139,7 +139,7 @@ void check_unchanged_segments(const Container& before, const Container& after, c
 
 void verify_output(const Container& before, const Plan& plan, const std::string& temp_path, CopyChecker& checker) {
   seam::offer_file(seam::ProofStep::PteReread, temp_path, 0, plan.output_size);  // tests only
-  MappedFile written(temp_path);
+  MappedFile written(temp_path, SmallFile::Read);
   try {
     if (written.size() != plan.output_size)
       fail_at(written.size(), "the output is " + std::to_string(written.size()) + " bytes, not " + std::to_string(plan.output_size));

@@ -165,3 +165,69 @@ TEST_CASE("copy_chunk_at: chunks shrink towards the copy's end, so that the last
   // A copy that starts and ends far into a file (a moved range) shrinks the same way.
   CHECK(copy_chunk_at(1024 * MiB, 1024 * MiB + 10 * MiB) == 4 * MiB);
 }
+
+// An output under kReadNotMappedBelow is read back, not mapped: the same checks hold.
+TEST_CASE("CopyChecker: a small output, read back rather than mapped, is compared as a mapped one is") {
+  static_assert(kReadNotMappedBelow > 64 * 1024 + 4103);
+  std::vector<uint8_t> input = random_bytes(64 * 1024 + 17);
+  for (bool help : {false, true}) {
+    CAPTURE(help);
+    CHECK_FALSE(check(input, input, {{0, 0, input.size()}}, help));
+    std::vector<uint8_t> moved(input.size() + 4103, 0);
+    std::copy(input.begin(), input.end(), moved.begin() + 4103);
+    CHECK_FALSE(check(input, moved, {{0, 4103, 4096}, {4096, 4096 + 4103, input.size() - 4096}}, help));
+    for (uint64_t at : {uint64_t{0}, uint64_t{4095}, uint64_t{40000}, uint64_t{input.size() - 1}}) {
+      CAPTURE(at);
+      std::vector<uint8_t> output = input;
+      output[at] ^= 0x40;
+      std::optional<Error> error = check(input, output, {{0, 0, 4096}, {4096, 4096, input.size() - 4096}}, help);
+      REQUIRE(error);
+      CHECK(error->offset() == at);
+    }
+  }
+}
+
+TEST_CASE("CopyChecker: a small output shorter than a range copied into it is an error, not a read past its end") {
+  std::vector<uint8_t> input = random_bytes(8192);
+  // The checker was told the output is 8192 bytes; the file holds 4096 of them.
+  Scratch scratch;
+  write(scratch.path("in"), input);
+  write(scratch.path("out"), std::vector<uint8_t>(input.begin(), input.begin() + 4096));
+  MappedFile mapped(scratch.path("in"));
+  CopyChecker checker(mapped, scratch.path("out"), input.size());
+  checker.submit({0, 0, input.size()});
+  try {
+    checker.finish();
+    FAIL("a range the output does not hold passed");
+  } catch (const Error& error) {
+    CHECK(error.offset() == 4096);
+    CHECK(error.problem() == "the temporary output ends before the copy it should hold");
+  }
+}
+
+TEST_CASE("CopyChecker: an output resized across kReadNotMappedBelow is compared whole, read back or mapped") {
+  std::vector<uint8_t> small = random_bytes(4096 * 3), large = random_bytes(3 * kMiB);
+  for (bool grows : {true, false}) {
+    CAPTURE(grows);
+    const std::vector<uint8_t>& before = grows ? small : large;
+    const std::vector<uint8_t>& after = grows ? large : small;
+    Scratch scratch;
+    write(scratch.path("in"), after);
+    write(scratch.path("out"), before);
+    MappedFile mapped(scratch.path("in"));
+    CopyChecker checker(mapped, scratch.path("out"), before.size());
+    checker.close_submissions();
+    checker.help();
+    std::vector<uint8_t> written = after;
+    written[after.size() / 2] ^= 1;  // the copy went wrong in its middle
+    write(scratch.path("out"), written);
+    checker.resize_output(after.size());
+    checker.submit({0, 0, after.size()});
+    try {
+      checker.finish();
+      FAIL("a changed byte passed");
+    } catch (const Error& error) {
+      CHECK(error.offset() == after.size() / 2);
+    }
+  }
+}

@@ -165,3 +165,18 @@ TEST_CASE("hash_pages reads no part of a mapped file whose page hashes are all k
                          doctest::Contains("the file changed while it was read"), Error);
   }
 }
+
+TEST_CASE("a small file only read back is read into memory, not mapped; an input is always mapped") {
+  for (uint64_t size : {uint64_t{1}, uint64_t{70000}, kReadNotMappedBelow - 1, kReadNotMappedBelow}) {
+    CAPTURE(size);
+    std::vector<uint8_t> bytes(size);
+    std::iota(bytes.begin(), bytes.end(), uint8_t{3});
+    ScratchFile scratch("read-back", bytes);
+    MappedFile read_back(scratch.path, SmallFile::Read), input(scratch.path);
+    const uint8_t* read = read_back.bytes().data();
+    CHECK(std::equal(bytes.begin(), bytes.end(), read, read + read_back.size()));
+    // A file mapping is registered (its pages can be borrowed and let go); memory read into is not.
+    CHECK(file_behind(read_back.bytes().data(), size).has_value() == (size >= kReadNotMappedBelow));
+    CHECK(file_behind(input.bytes().data(), size).has_value());
+  }
+}
