@@ -24,7 +24,8 @@ namespace {
 // `cp`); mapping and unmapping a window per range costs, at each munmap, a TLB
 // flush on every CPU the process runs on (6% of the CPU time of a 10 MB .pte).
 // Instead the pages compared are dropped from both mappings a batch at a time,
-// which keeps memory bounded whatever the file size.
+// which keeps memory bounded whatever the file size. (A small output is read with
+// pread all the same: there the mapping costs more than the copy; OutputMapping.)
 constexpr uint64_t kReleaseBatch = 8ull << 20;
 
 // Ranges are compared in parts of at most this, so that the checker and a helping

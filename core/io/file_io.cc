@@ -186,8 +186,10 @@ void MappedFile::read_small_file() {
 }
 
 MappedFile::~MappedFile() {
-  if (data_ && !read_) unregister_read_only_mapping(data_);
-  if (data_ && !read_) munmap(const_cast<uint8_t*>(data_), size_);
+  if (data_ && !read_) {
+    unregister_read_only_mapping(data_);
+    munmap(const_cast<uint8_t*>(data_), size_);
+  }
   if (fd_ >= 0) ::close(fd_);
 }
 
