@@ -91,7 +91,12 @@ void pte_text(std::ostringstream& out, const PteReport& pte, bool inspect) {
   for (const DelegateReport& delegate : pte.delegates) {
     out << "  delegate " << delegate.id << " (method " << delegate.method << "): "
         << (delegate.inline_data ? "inline data " : "segment ") << delegate.index << ", " << delegate.payload_size << " bytes";
-    if (!delegate.payload_keys.empty()) out << ", names " << join(delegate.payload_keys, " and ");
+    if (delegate.aoti) {
+      out << ", loads " << delegate.aoti->so_key << " and " << delegate.aoti->weights_key;
+      if (!delegate.aoti->weights_found) out << " (not in this file: the backend goes without)";
+    } else if (!delegate.payload_keys.empty()) {
+      out << ", names " << join(delegate.payload_keys, " and ");
+    }
     out << "\n";
   }
   out << "  named data:\n";

@@ -108,12 +108,17 @@ Json blob_json(const BlobReport& blob) {
 }
 
 Json delegate_json(const DelegateReport& delegate) {
-  return {{"method", delegate.method},
-          {"id", delegate.id},
-          {"location", delegate.inline_data ? "inline" : "segment"},
-          {"index", delegate.index},
-          {"size", delegate.payload_size},
-          {"keys", delegate.payload_keys}};
+  Json json = {{"method", delegate.method},
+               {"id", delegate.id},
+               {"location", delegate.inline_data ? "inline" : "segment"},
+               {"index", delegate.index},
+               {"size", delegate.payload_size},
+               {"keys", delegate.payload_keys},
+               {"aoti", nullptr}};
+  if (delegate.aoti)
+    json["aoti"] = {{"so_key", delegate.aoti->so_key}, {"weights_key", delegate.aoti->weights_key},
+                    {"weights_found", delegate.aoti->weights_found}};
+  return json;
 }
 
 Json named_data_json(const NamedDataReport& entry) {

@@ -43,7 +43,6 @@ static_assert(kFlatbufferField == offsetof(FlatTensorHeader, flatbuffer_offset))
 
 constexpr uint32_t kElfMagic = 0x464c457f;  // "\x7fELF"
 constexpr uint64_t kHeaderAt = 8;           // the extended header follows the file identifier
-constexpr uint32_t kPteShortHeader = offsetof(ExtendedHeader, segment_data_size);  // 24: without segment_data_size
 constexpr uint64_t kMaxPayloadText = 4096;  // AOTI payloads are ~150 bytes of keys
 
 bool has_tag(const Bytes& file, uint64_t offset, const char (&tag)[5]) {
@@ -70,15 +69,16 @@ namespace {
 
 // --- headers -----------------------------------------------------------------
 
+// The fields as ExtendedHeader::Parse reads them; check_header_loads judges them.
 Header read_pte_header(const Bytes& file) {
   Header header;
-  file.require(0, 8, "flatbuffer root offset and file identifier");
   if (!has_tag(file, kHeaderAt, "eh00")) {
-    header.flatbuffer_end = file.size();  // no segments: the whole file is the flatbuffer
+    header.flatbuffer_end = file.size();  // no extended header: the whole file is the flatbuffer
     return header;
   }
   header.length = file.u32(kHeaderAt + offsetof(ExtendedHeader, length), "extended header length");
-  if (header.length < kPteShortHeader)
+  // ExtendedHeader::Parse refuses a short header (and length 0 here means "none").
+  if (header.length < offsetof(ExtendedHeader, segment_data_size))
     file.fail_here(kHeaderAt + offsetof(ExtendedHeader, length), "extended header length " + std::to_string(header.length) + " is less than 24");
   header.flatbuffer_end = file.u64(kHeaderAt + offsetof(ExtendedHeader, program_size), "program_size");
   header.base_at = kHeaderAt + offsetof(ExtendedHeader, segment_base_offset);
@@ -90,42 +90,20 @@ Header read_pte_header(const Bytes& file) {
   return header;
 }
 
+// The fields as FlatTensorHeader::Parse reads them. The flatbuffer starts at 0 (the
+// header sits inside it, after the identifier); flatbuffer_offset is the padded
+// header length, so the two add up to its end (as FlatTensorDataMap::load adds them).
 Header read_ptd_header(const Bytes& file) {
   Header header;
   header.length = file.u32(kHeaderAt + offsetof(FlatTensorHeader, length), "FH01 header length");
-  if (header.length < sizeof(FlatTensorHeader))
-    file.fail_here(kHeaderAt + offsetof(FlatTensorHeader, length), "FH01 header length " + std::to_string(header.length) + " is less than 40");
   uint64_t flatbuffer_offset = file.u64(kHeaderAt + offsetof(FlatTensorHeader, flatbuffer_offset), "flatbuffer_offset");
   uint64_t flatbuffer_size = file.u64(kHeaderAt + offsetof(FlatTensorHeader, flatbuffer_size), "flatbuffer_size");
-  // The flatbuffer starts at 0 (the header sits inside it, after the identifier);
-  // flatbuffer_offset is the padded header length, so the two add up to its end.
-  header.flatbuffer_end = checked_add(flatbuffer_offset, flatbuffer_size, kHeaderAt + offsetof(FlatTensorHeader, flatbuffer_offset),
-                                      "flatbuffer_offset + flatbuffer_size");
+  header.flatbuffer_end = flatbuffer_offset + flatbuffer_size;  // wraps as the runtime's size_t sum does
   header.base_at = kHeaderAt + offsetof(FlatTensorHeader, segment_base_offset);
   header.base = file.u64(header.base_at, "segment_base_offset");
   header.segment_data_size_at = kHeaderAt + offsetof(FlatTensorHeader, segment_data_size);
   header.segment_data_size = file.u64(*header.segment_data_size_at, "segment_data_size");
   return header;
-}
-
-// The header's numbers must describe this file; the segments are checked later.
-void check_header(const Bytes& file, const Header& header) {
-  uint64_t minimum_end = header.length ? kHeaderAt + header.length : 8;
-  if (header.flatbuffer_end < minimum_end || header.flatbuffer_end > file.size()) {
-    file.fail_here(kHeaderAt + kFlatbufferField, "the flatbuffer would end at " + hex(header.flatbuffer_end) +
-                                      ", outside the file (" + hex(file.size()) + " bytes) or inside the header");
-  }
-  if (header.length == 0) return;
-  if (header.base < header.flatbuffer_end || header.base > file.size()) {
-    file.fail_here(header.base_at, "segment_base_offset " + hex(header.base) + " is not between the end of the flatbuffer (" +
-                       hex(header.flatbuffer_end) + ") and the end of the file (" + hex(file.size()) + ")");
-  }
-  if (header.segment_data_size) {
-    uint64_t end = checked_add(header.base, *header.segment_data_size, *header.segment_data_size_at, "segment data end");
-    if (end > file.size())
-      file.fail_here(*header.segment_data_size_at, "segment data would end at " + hex(end) + ", past the end of the file (" +
-                                                       hex(file.size()) + "): the file is truncated");
-  }
 }
 
 // --- flatbuffer --------------------------------------------------------------
@@ -150,8 +128,9 @@ void verify_flatbuffer(const Bytes& flatbuffer, ContainerKind kind) {
   // The Verifier's own limit; its constructor only asserts it.
   if (flatbuffer.size() >= FLATBUFFERS_MAX_BUFFER_SIZE)
     fail_at(0, "the flatbuffer is " + std::to_string(flatbuffer.size()) + " bytes, more than FlatBuffers allows");
-  // Large programs have many tables; the buffer size already bounds the work.
-  flatbuffers::Verifier verifier(flatbuffer.data(), flatbuffer.size(), 64, 1u << 30);
+  // The runtime's verifier, with its default limits (depth 64, a million tables):
+  // what it refuses, the runtime does not load (Program::load, InternalConsistency).
+  flatbuffers::Verifier verifier(flatbuffer.data(), flatbuffer.size());
   bool valid = kind == ContainerKind::Pte ? pte_fb::VerifyProgramBuffer(verifier) : ptd_fb::VerifyFlatTensorBuffer(verifier);
   if (!valid) {
     fail_at(0, std::string("the ") + (kind == ContainerKind::Pte ? "Program" : "FlatTensor") +
@@ -192,28 +171,65 @@ void read_named_data(const Bytes& file, const NamedDataVector* named_data, Conta
   }
 }
 
+void read_delegate(const Bytes& file, const pte_fb::BackendDelegate& delegate, DelegateEntry& entry) {
+  entry.table_at = position_in(file, &delegate);
+  entry.has_id = delegate.id() != nullptr;
+  entry.id = entry.has_id ? delegate.id()->str() : "";
+  entry.has_processed = delegate.processed() != nullptr;
+  if (entry.has_processed) {
+    entry.location = static_cast<uint8_t>(delegate.processed()->location());
+    entry.inline_data = delegate.processed()->location() == pte_fb::DataLocation::INLINE;
+    entry.index = delegate.processed()->index();
+  }
+  if (!delegate.compile_specs()) return;
+  bool found_method_name = false;
+  for (const pte_fb::CompileSpec* spec : *delegate.compile_specs()) {
+    if (!spec->key() || !spec->value()) {
+      entry.specs_complete = false;
+      continue;
+    }
+    // The AOTI backends compare the key as a C string (strcmp) and take the first match.
+    if (!found_method_name && std::strcmp(spec->key()->c_str(), "method_name") == 0) {
+      entry.method_name_spec.assign(reinterpret_cast<const char*>(spec->value()->data()), spec->value()->size());
+      found_method_name = true;
+    }
+  }
+}
+
+// load_method finds a plan by name with strcmp, taking the first match: a later plan
+// of the same name (as a C string) is never loaded.
+bool first_of_its_name(const pte_fb::Program& program, size_t index) {
+  const pte_fb::ExecutionPlan* plan = program.execution_plan()->Get(index);
+  if (!plan->name()) return true;
+  for (size_t i = 0; i < index; ++i) {
+    const pte_fb::ExecutionPlan* other = program.execution_plan()->Get(i);
+    if (other->name() && std::strcmp(other->name()->c_str(), plan->name()->c_str()) == 0) return false;
+  }
+  return true;
+}
+
 void read_program(const Bytes& file, Container& container) {
   const pte_fb::Program* program = pte_fb::GetProgram(file.data());
   if (program->backend_delegate_data()) {
     for (const pte_fb::BackendDelegateInlineData* inline_data : *program->backend_delegate_data()) {
       InlineData entry;
-      if (inline_data->data()) entry = {position_in(file, inline_data->data()->data()), inline_data->data()->size()};
+      entry.present = inline_data->data() != nullptr;
+      if (entry.present) entry = {position_in(file, inline_data->data()->data()), inline_data->data()->size(), true};
       container.inline_data.push_back(entry);
     }
   }
   if (program->execution_plan()) {
-    for (const pte_fb::ExecutionPlan* plan : *program->execution_plan()) {
+    for (size_t p = 0; p < program->execution_plan()->size(); ++p) {
+      const pte_fb::ExecutionPlan* plan = program->execution_plan()->Get(p);
       std::string method = plan->name() ? plan->name()->str() : "";
       container.methods.push_back(method);
+      container.plan_reachable.push_back(first_of_its_name(*program, p));
       if (!plan->delegates()) continue;
       for (const pte_fb::BackendDelegate* delegate : *plan->delegates()) {
         DelegateEntry entry;
         entry.method = method;
-        entry.table_at = position_in(file, delegate);
-        entry.id = delegate->id() ? delegate->id()->str() : "";
-        if (!delegate->processed()) fail_at(entry.table_at, "delegate '" + entry.id + "' of method '" + method + "' has no processed data");
-        entry.inline_data = delegate->processed()->location() == pte_fb::DataLocation::INLINE;
-        entry.index = delegate->processed()->index();
+        entry.plan = p;
+        read_delegate(file, *delegate, entry);
         container.delegates.push_back(entry);
       }
     }
@@ -233,54 +249,37 @@ void read_flat_tensor(const Bytes& file, Container& container) {
   read_named_data(file, flat_tensor->named_data(), container);
 }
 
-// --- cross-references ---------------------------------------------------------
-
-void check_segments(const Bytes& file, const Container& container) {
-  for (size_t i = 0; i < container.segments.size(); ++i) {
-    const SegmentEntry& segment = container.segments[i];
-    if (container.header.length == 0)
-      fail_at(segment.table_at, "the Program has segments but the file has no extended header to locate them");
-    uint64_t start = checked_add(container.header.base, segment.offset, segment.table_at, "segment offset");
-    uint64_t end = checked_add(start, segment.size, segment.table_at, "segment end");
-    if (end > file.size()) {
-      fail_at(segment.table_at, "segment " + std::to_string(i) + " [" + hex(start) + ", " + hex(end) +
-                                    ") runs past the end of the file (" + hex(file.size()) + ")");
-    }
-  }
-}
-
-void check_references(const Container& container) {
-  size_t segment_count = container.segments.size();
-  for (const NamedEntry& named : container.named) {
-    if (named.segment_index >= segment_count) {
-      Error error("segment_index " + std::to_string(named.segment_index) + " is out of range (" +
-                      std::to_string(segment_count) + " segments)",
-                  named.table_at);
-      throw error.in_part("named data '" + named.key + "'");
-    }
-  }
-  for (const DelegateEntry& delegate : container.delegates) {
-    size_t count = delegate.inline_data ? container.inline_data.size() : segment_count;
-    if (delegate.index >= count) {
-      fail_at(delegate.table_at, "delegate '" + delegate.id + "' of method '" + delegate.method + "' refers to " +
-                                     (delegate.inline_data ? "inline data " : "segment ") + std::to_string(delegate.index) +
-                                     " of " + std::to_string(count));
-    }
-  }
-}
-
 }  // namespace
 
 uint64_t Container::segment_start(uint32_t index) const { return header.base + segments.at(index).offset; }
 
+bool Container::segment_in_file(uint32_t index) const {
+  if (index >= segments.size()) return false;
+  uint64_t start = 0, end = 0;
+  return !__builtin_add_overflow(header.base, segments[index].offset, &start) &&
+         !__builtin_add_overflow(start, segments[index].size, &end) && end <= file.size();
+}
+
 Bytes Container::segment_bytes(uint32_t index) const {
+  if (!segment_in_file(index)) fail_at(index < segments.size() ? segments[index].table_at : 0, "segment " + std::to_string(index) + " is not in the file");
   return file.sub(segment_start(index), segments.at(index).size, "segment");
 }
 
-Bytes Container::payload(const DelegateEntry& delegate) const {
-  if (!delegate.inline_data) return segment_bytes(delegate.index);
-  const InlineData& data = inline_data.at(delegate.index);
+std::optional<Bytes> Container::payload_if_present(const DelegateEntry& delegate) const {
+  if (!delegate.has_processed || delegate.location > 1) return std::nullopt;
+  if (!delegate.inline_data) {
+    if (!segment_in_file(delegate.index)) return std::nullopt;
+    return segment_bytes(delegate.index);
+  }
+  if (delegate.index >= inline_data.size() || !inline_data[delegate.index].present) return std::nullopt;
+  const InlineData& data = inline_data[delegate.index];
   return file.sub(data.at, data.size, "inline delegate data");
+}
+
+Bytes Container::payload(const DelegateEntry& delegate) const {
+  std::optional<Bytes> payload = payload_if_present(delegate);
+  if (!payload) fail_at(delegate.table_at, "delegate '" + delegate.id + "' has no processed data in the file");
+  return *payload;
 }
 
 Container read_container(const Bytes& file) {
@@ -292,23 +291,27 @@ Container read_container(const Bytes& file) {
     fail_at(4, "not an ExecuTorch .pte (identifier \"ET12\") or .ptd (\"FT01\" with an \"FH01\" header) file; "
                "identifier bytes: " + printable_tag(file, 4));
   }
+  bool pte = container.kind == ContainerKind::Pte;
   try {
-    container.header = container.kind == ContainerKind::Pte ? read_pte_header(file) : read_ptd_header(file);
-    check_header(file, container.header);
+    check_file_head(file);
+    container.header = pte ? read_pte_header(file) : read_ptd_header(file);
+    check_header_loads(file, container.header, container.kind);
   } catch (Error& error) {
-    throw error.in_part(container.kind == ContainerKind::Pte ? "extended header" : "FH01 header");
+    throw error.in_part(pte ? "extended header" : "FH01 header");
   }
   try {
     verify_flatbuffer(file.sub(0, container.header.flatbuffer_end, "flatbuffer"), container.kind);
-    if (container.kind == ContainerKind::Pte)
+    if (pte)
       read_program(file, container);
     else
       read_flat_tensor(file, container);
-    check_segments(file, container);
   } catch (Error& error) {
-    throw error.in_part(container.kind == ContainerKind::Pte ? "Program flatbuffer" : "FlatTensor flatbuffer");
+    throw error.in_part(pte ? "Program flatbuffer" : "FlatTensor flatbuffer");
   }
-  check_references(container);
+  if (pte)
+    check_program_loads(container);
+  else
+    check_flat_tensor_loads(container);
   return container;
 }
 
@@ -318,6 +321,8 @@ BlobKind blob_kind(const Bytes& blob) {
   if (blob.size() >= 4 && blob.u32(0) == kElfMagic) return BlobKind::Elf;
   return BlobKind::Other;
 }
+
+bool is_aoti_backend(const std::string& id) { return id == "MetalBackend" || id == "CudaBackend"; }
 
 bool is_content_hash_key(const std::string& key, const std::string& sha256) {
   return key.size() >= sha256.size() && key.compare(0, sha256.size(), sha256) == 0;
@@ -350,12 +355,24 @@ PteReport describe(const Container& container) {
   for (uint32_t i = 0; i < container.segments.size(); ++i)
     report.segments.push_back({i, container.segment_start(i), container.segments[i].size, std::nullopt, std::nullopt});
   for (const DelegateEntry& delegate : container.delegates) {
-    Bytes payload = container.payload(delegate);
-    DelegateReport entry{delegate.method, delegate.id, delegate.inline_data, delegate.index, payload.base(), payload.size(), {}};
-    for (const PayloadLine& line : payload_lines(payload)) entry.payload_keys.push_back(line.text);
+    // A plan that load_method never reaches may name data that is not there.
+    std::optional<Bytes> payload = container.payload_if_present(delegate);
+    DelegateReport entry{delegate.method, delegate.id, delegate.inline_data, delegate.index,
+                         payload ? payload->base() : 0, payload ? payload->size() : 0, {}, std::nullopt};
+    if (payload)
+      for (const PayloadLine& line : payload_lines(*payload)) entry.payload_keys.push_back(line.text);
+    for (const KeyResolution& resolution : container.resolutions) {
+      if (&container.delegates[resolution.delegate] != &delegate) continue;
+      entry.aoti = DelegateReport::AotiKeys{resolution.so_key, resolution.weights_key, resolution.weights_named.has_value()};
+    }
     report.delegates.push_back(std::move(entry));
   }
   for (const NamedEntry& named : container.named) {
+    // An entry no delegate looks up may name a segment that is not in the file.
+    if (!container.segment_in_file(named.segment_index)) {
+      report.named_data.push_back({named.key, named.segment_index, 0, 0, BlobKind::Other, false});
+      continue;
+    }
     Bytes bytes = container.segment_bytes(named.segment_index);
     report.named_data.push_back({named.key, named.segment_index, bytes.base(), bytes.size(), blob_kind(bytes), false});
   }
@@ -365,6 +382,7 @@ PteReport describe(const Container& container) {
 std::vector<uint32_t> macho_segments(const Container& container) {
   std::vector<uint32_t> indices;
   for (const NamedEntry& named : container.named) {
+    if (!container.segment_in_file(named.segment_index)) continue;
     BlobKind kind = blob_kind(container.segment_bytes(named.segment_index));
     if (kind == BlobKind::MachO || kind == BlobKind::Universal) indices.push_back(named.segment_index);
   }

@@ -1,8 +1,9 @@
 // ExecuTorch .pte (Program) and .ptd (FlatTensor) files: find the Mach-O images
 // stored as named data, prune them, and patch the file around them.
 //
-// See shared/spec/pte.md. The flatbuffer is read through machofix's own schemas
-// (core/io/schema/*.fbs) after flatbuffers::Verifier has accepted it, and is never
+// See docs/pte-format.md and docs/pte-load-rules.md. The flatbuffer is read through
+// machofix's own schemas (core/io/schema/*.fbs) after flatbuffers::Verifier has
+// accepted it, and the file is held to ExecuTorch's load rules; it is never
 // re-serialized: a rewrite patches bytes at offsets found through the vtables
 // (named-data keys, DataSegment offset/size, delegate payloads) and copies every
 // other byte from the input. Inputs are mapped, never read whole into memory; the
@@ -55,6 +56,15 @@ struct DelegateReport {
   // The payload read as lines, when it is short printable text such as the AOTI
   // "so_key\nweights_key"; empty otherwise.
   std::vector<std::string> payload_keys;
+  // For an AOTI backend (MetalBackend, CudaBackend): the blob keys it looks up, as
+  // ExecuTorch's runtime resolves them (from the payload, or from the compile spec
+  // "method_name" when the payload is empty). The .so key is always found (else the
+  // file is refused); the weights are skipped by the backend when not found.
+  struct AotiKeys {
+    std::string so_key, weights_key;
+    bool weights_found = false;
+  };
+  std::optional<AotiKeys> aoti;
 };
 
 // What a named-data entry's bytes are, by their first bytes (as FileKind for a file).

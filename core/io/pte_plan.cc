@@ -86,16 +86,78 @@ std::string payload_name(const DelegateEntry& delegate) {
   return std::string("delegate payload (") + (delegate.inline_data ? "inline " : "segment ") + std::to_string(delegate.index) + ")";
 }
 
-// Writes the new hash over the old one wherever a delegate payload names `old_key`.
+// Writes the new hash over the old one wherever an AOTI backend reads `old_key` from
+// a delegate payload (the so key before the first newline, the weights key after it).
 void renew_in_payloads(const Container& container, const std::string& old_key, const std::string& new_sha256,
                        KeyRenewal& renewal, std::vector<Patch>& patches) {
   std::vector<uint64_t> done;  // several delegates may share one payload
-  for (const DelegateEntry& delegate : container.delegates) {
-    for (const PayloadLine& line : payload_lines(container.payload(delegate))) {
-      if (line.text != old_key || std::count(done.begin(), done.end(), line.at)) continue;
-      done.push_back(line.at);
-      patches.push_back({line.at, text_bytes(new_sha256), payload_name(delegate)});
+  for (const KeyResolution& resolution : container.resolutions) {
+    const DelegateEntry& delegate = container.delegates[resolution.delegate];
+    for (auto [key, at] : {std::pair{resolution.so_key, resolution.so_key_at}, {resolution.weights_key, resolution.weights_key_at}}) {
+      if (!at || key != old_key || std::count(done.begin(), done.end(), *at)) continue;
+      done.push_back(*at);
+      patches.push_back({*at, text_bytes(new_sha256), payload_name(delegate)});
       renewal.renewed_in.push_back(payload_name(delegate));
+    }
+  }
+}
+
+// A renewed key must not stay behind anywhere a delegate payload holds it: a payload
+// the runtime reads differently from what machofix renews would name a key that no
+// longer exists. Refused before anything is written.
+void require_no_stale_key(const Container& container, const std::string& old_key, const std::vector<Patch>& patches) {
+  for (const DelegateEntry& delegate : container.delegates) {
+    std::optional<Bytes> payload = container.payload_if_present(delegate);
+    if (!payload || payload->size() < old_key.size()) continue;
+    std::string_view text(reinterpret_cast<const char*>(payload->data()), payload->size());
+    for (size_t found = text.find(old_key); found != std::string_view::npos; found = text.find(old_key, found + 1)) {
+      uint64_t at = payload->base() + found;
+      bool renewed = std::any_of(patches.begin(), patches.end(), [&](const Patch& patch) { return patch.at == at; });
+      if (!renewed) {
+        throw Error("the old key '" + old_key + "' occurs in the " + delegate.id + " payload of method '" + delegate.method +
+                        "' where the runtime does not read it as a key, so machofix cannot renew it there",
+                    at)
+            .as_refusal();
+      }
+    }
+  }
+}
+
+// Each renewed key's bytes must read as planned once every patch is applied: a key
+// whose bytes another key shares (strings a writer stored once, or overlapping in a
+// damaged file) would change with it.
+void require_keys_as_planned(const Container& container, const Plan& plan) {
+  for (size_t i = 0; i < container.named.size(); ++i) {
+    const NamedEntry& named = container.named[i];
+    std::string after = named.key;
+    for (const Patch& patch : plan.patches) {
+      for (size_t b = 0; b < patch.bytes.size(); ++b) {
+        uint64_t at = patch.at + b;
+        if (at >= named.key_at && at < named.key_at + after.size()) after[at - named.key_at] = static_cast<char>(patch.bytes[b]);
+      }
+    }
+    if (after != plan.new_keys[i])
+      throw Error("named data " + std::to_string(i) + " ('" + named.key + "') shares bytes with a key machofix renews, so it "
+                  "cannot renew one without changing the other", named.key_at)
+          .as_refusal();
+  }
+}
+
+// Every key an AOTI delegate resolved before must resolve to the renewed entry: a key
+// made from the method name, or read from where no patch renews it, cannot follow.
+void require_resolutions_follow(const Container& container, const Plan& plan) {
+  for (const KeyResolution& resolution : container.resolutions) {
+    const DelegateEntry& delegate = container.delegates[resolution.delegate];
+    for (auto [named, at] : {std::pair{resolution.so_named, resolution.so_key_at}, {resolution.weights_named, resolution.weights_key_at}}) {
+      if (!named || plan.new_keys[*named] == container.named[*named].key) continue;
+      bool renewed = at && std::any_of(plan.patches.begin(), plan.patches.end(), [&](const Patch& patch) { return patch.at == *at; });
+      if (!renewed) {
+        throw Error("the " + delegate.id + " delegate of method '" + delegate.method + "' finds '" + container.named[*named].key +
+                        "' by a name machofix cannot renew (" + (at ? "a payload it cannot patch" : "made from the method name") +
+                        "), so the renewed key would not be found",
+                    delegate.table_at)
+            .as_refusal();
+      }
     }
   }
 }
@@ -113,6 +175,7 @@ void renew_keys(const Container& container, const BlobJob& job, Plan& plan, Blob
     KeyRenewal renewal{named.key, job.new_sha256 + named.key.substr(job.old_sha256.size()), {"NamedData.key"}};
     plan.patches.push_back({named.key_at, text_bytes(job.new_sha256), "NamedData.key"});
     renew_in_payloads(container, named.key, job.new_sha256, renewal, plan.patches);
+    require_no_stale_key(container, named.key, plan.patches);
     if (renewal.renewed_in.size() == 1)
       warnings.push_back("key '" + named.key + "' renewed, but no delegate payload names it");
     plan.new_keys[i] = renewal.new_key;
@@ -159,7 +222,30 @@ void patch_segment_data_size(const Container& container, Plan& plan) {
     plan.patches.push_back({*header.segment_data_size_at, le64(*plan.new_segment_data_size), "segment_data_size"});
 }
 
+// Moving segments needs a layout machofix can prove: segments after the flatbuffer,
+// from the segment base, inside the file. The runtime loads files that break this
+// (it reads only the segments it needs), and those stay loadable as long as no blob
+// changes size.
+void require_movable_layout(const Container& container) {
+  const Header& header = container.header;
+  if (header.length == 0 || header.base < header.flatbuffer_end)
+    throw Error("machofix does not move segments in a file without a segment area after the flatbuffer "
+                "(a blob here changes size); it can rewrite blobs of the same size only",
+                header.base_at)
+        .as_refusal();
+  for (uint32_t i = 0; i < container.segments.size(); ++i) {
+    if (!container.segment_in_file(i))
+      throw Error("machofix does not move segments in a file where segment " + std::to_string(i) +
+                      " lies outside the file (a blob here changes size)",
+                  container.segments[i].table_at)
+          .as_refusal();
+  }
+}
+
 void lay_out(const Container& container, Plan& plan) {
+  bool resized = std::any_of(plan.blobs.begin(), plan.blobs.end(),
+                             [](const BlobJob& job) { return job.changed && job.result.output.size() != job.old_bytes.size(); });
+  if (resized) require_movable_layout(container);
   std::vector<uint64_t> offsets, sizes;
   for (uint32_t i = 0; i < container.segments.size(); ++i) {
     offsets.push_back(container.segment_start(i));
@@ -280,6 +366,8 @@ Plan make_plan(const Container& container, std::vector<JudgedBlob>& judged, PteR
     plan.changed |= job.changed;
     report.blobs.push_back(std::move(entry));
   }
+  require_keys_as_planned(container, plan);
+  require_resolutions_follow(container, plan);
   lay_out(container, plan);
   build_pieces(container, plan);
   for (NamedDataReport& named : report.named_data)

@@ -91,6 +91,22 @@ void check_payloads_after(const Container& before, const Container& after, const
   }
 }
 
+// What an AOTI backend resolves in the output: the entries it found in the input,
+// under their renewed keys (the runtime's rules ran on the output as it was re-read).
+void check_resolutions_after(const Container& before, const Container& after, const Plan& plan) {
+  if (after.resolutions.size() != before.resolutions.size()) fail_at(0, "the AOTI delegates are not the input's");
+  for (size_t i = 0; i < after.resolutions.size(); ++i) {
+    const KeyResolution &old_keys = before.resolutions[i], &new_keys = after.resolutions[i];
+    uint64_t at = after.delegates[new_keys.delegate].table_at;
+    if (new_keys.so_named != old_keys.so_named || new_keys.weights_named != old_keys.weights_named)
+      fail_at(at, "an AOTI delegate finds other named data than in the input");
+    if (new_keys.so_key != plan.new_keys[*old_keys.so_named])
+      fail_at(at, "an AOTI delegate names '" + new_keys.so_key + "', not '" + plan.new_keys[*old_keys.so_named] + "'");
+    if (old_keys.weights_named && new_keys.weights_key != plan.new_keys[*old_keys.weights_named])
+      fail_at(at, "an AOTI delegate names the weights '" + new_keys.weights_key + "', not '" + plan.new_keys[*old_keys.weights_named] + "'");
+  }
+}
+
 // A delegate payload segment (small: payload_lines reads at most 4 KiB) must be
 // the input with the patches applied.
 void check_patched_segment(const Container& before, const Container& after, const Plan& plan, uint32_t index) {
@@ -113,8 +129,10 @@ void check_unchanged_segments(const Container& before, const Container& after, c
   for (uint32_t i = 0; i < before.segments.size(); ++i) {
     bool rewritten = std::any_of(plan.blobs.begin(), plan.blobs.end(),
                                  [&](const BlobJob& job) { return job.changed && job.segment_index == i; });
+    // A segment outside the file (one the runtime never loads) has no bytes to copy.
+    if (rewritten || !before.segment_in_file(i)) continue;
     uint64_t start = before.segment_start(i), end = start + before.segments[i].size;
-    if (rewritten || start == end) continue;
+    if (start == end) continue;
     bool patched = std::any_of(plan.patches.begin(), plan.patches.end(),
                                [&](const Patch& patch) { return patch.at >= start && patch.at < end; });
     if (patched) {
@@ -149,6 +167,7 @@ void verify_output(const Container& before, const Plan& plan, const std::string&
     check_names_after(before, after, plan);
     check_blobs_after(before, after, plan);
     check_payloads_after(before, after, plan);
+    check_resolutions_after(before, after, plan);
     check_unchanged_segments(before, after, plan);
     compare_new_bytes(written.bytes(), plan);
     checker.finish();

@@ -13,9 +13,9 @@ report as typed objects (machofix._report); errors raise MachofixError.
 from ._api import Globs, Machofix, Paths, Renames, check, edit, inspect, prune, repair_bytes, sign, verify
 from ._error import MachofixError
 from ._executable import find_executable
-from ._report import (BlobReport, DelegateReport, DylibReport, FileReport, Finding, KeyRenewal, LoaderRuleViolation,
-                      MachOReport, NamedDataReport, PteReport, Report, RpathReport, SignatureReport, SliceReport,
-                      Summary)
+from ._report import (AotiKeys, BlobReport, DelegateReport, DylibReport, FileReport, Finding, KeyRenewal,
+                      LoaderRuleViolation, MachOReport, NamedDataReport, PteReport, Report, RpathReport, SignatureReport,
+                      SliceReport, Summary)
 
 try:
     from importlib.metadata import version as _version
@@ -27,6 +27,6 @@ except Exception:  # the sources, not installed (or a build writing their egg-in
 __all__ = [
     "inspect", "check", "verify", "prune", "edit", "sign", "repair_bytes", "Machofix", "MachofixError", "find_executable",
     "Report", "FileReport", "MachOReport", "SliceReport", "DylibReport", "SignatureReport", "PteReport",
-    "DelegateReport", "NamedDataReport", "BlobReport", "KeyRenewal", "Summary", "Finding", "Paths", "Globs", "Renames",
-    "LoaderRuleViolation", "RpathReport",
+    "DelegateReport", "AotiKeys", "NamedDataReport", "BlobReport", "KeyRenewal", "Summary", "Finding", "Paths", "Globs",
+    "Renames", "LoaderRuleViolation", "RpathReport",
 ]

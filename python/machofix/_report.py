@@ -96,6 +96,15 @@ class MachOReport:
 
 
 @dataclass(frozen=True)
+class AotiKeys:
+    """The blob keys an AOTI backend (MetalBackend, CudaBackend) looks up, as
+    ExecuTorch's runtime resolves them."""
+    so_key: str
+    weights_key: str
+    weights_found: bool  # the backend goes without weights it cannot find
+
+
+@dataclass(frozen=True)
 class DelegateReport:
     method: str
     id: str
@@ -103,6 +112,7 @@ class DelegateReport:
     index: int
     size: int
     keys: List[str]
+    aoti: Optional[AotiKeys] = None  # AOTI backends only
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,7 @@ struct Spec {
   std::vector<Data> data;
   std::vector<Named> named;
   uint64_t segment_alignment = 128;
-  uint32_t header_length = 32;  // .pte: 24 or 32
+  uint32_t header_length = 32;  // .pte: 24 or 32; 0: no extended header (segments then lie at their offsets)
   // Faults, for the corrupted cases: written as is, whatever the data says.
   int64_t first_named_segment_index = -1;  // >= 0: NamedData[0].segment_index
   uint64_t last_segment_extra_size = 0;    // added to the last DataSegment.size
@@ -115,12 +115,12 @@ inline uint32_t segment_of_data(const std::vector<SegmentSource>& sources, size_
 
 template <typename DataSegment>
 std::vector<flatbuffers::Offset<DataSegment>> data_segments(flatbuffers::FlatBufferBuilder& builder, const Spec& spec,
-                                                           const std::vector<SegmentSource>& sources) {
+                                                           const std::vector<SegmentSource>& sources, uint64_t shift = 0) {
   std::vector<flatbuffers::Offset<DataSegment>> segments;
   for (size_t s = 0; s < sources.size(); ++s) {
     uint64_t size = sources[s].size + (s + 1 == sources.size() ? spec.last_segment_extra_size : 0);
     typename DataSegment::Builder segment(builder);
-    segment.add_offset(sources[s].offset);
+    segment.add_offset(sources[s].offset + shift);
     segment.add_size(size);
     segments.push_back(segment.Finish());
   }
@@ -142,16 +142,30 @@ inline flatbuffers::Offset<machofix::pte_fb::ExecutionPlan> execution_plan(flatb
   std::vector<flatbuffers::Offset<fb::CompileSpec>> specs{fb::CreateCompileSpecDirect(builder, "method_name", &name_bytes)};
   std::vector<flatbuffers::Offset<fb::BackendDelegate>> delegates{
       fb::CreateBackendDelegateDirect(builder, "MetalBackend", reference, &specs)};
-  std::vector<flatbuffers::Offset<fb::Opaque>> values{fb::CreateOpaque(builder), fb::CreateOpaque(builder)};
-  std::vector<flatbuffers::Offset<fb::Opaque>> chains{fb::CreateOpaque(builder)};
-  std::vector<flatbuffers::Offset<fb::Opaque>> operators;
-  std::vector<int32_t> inputs{0}, outputs{1};
+  // Two float tensors of 2x2, the method's input and output, handed to the delegate
+  // by the chain's one instruction: an AOTI export's whole graph is one delegate call.
+  std::vector<int32_t> sizes{2, 2};
+  std::vector<uint8_t> dim_order{0, 1};
+  auto tensor = [&] {
+    auto value = fb::CreateTensorDirect(builder, /*scalar_type=float*/ 6, 0, &sizes, &dim_order);
+    return fb::CreateEValue(builder, fb::KernelTypes::Tensor, value.Union());
+  };
+  std::vector<flatbuffers::Offset<fb::EValue>> values{tensor(), tensor()};
+  std::vector<int32_t> inputs{0}, outputs{1}, call_args{0, 1};
+  auto call = fb::CreateDelegateCallDirect(builder, 0, &call_args);
+  std::vector<flatbuffers::Offset<fb::Instruction>> instructions{
+      fb::CreateInstruction(builder, fb::InstructionArguments::DelegateCall, call.Union())};
+  std::vector<flatbuffers::Offset<fb::Chain>> chains{fb::CreateChainDirect(builder, &inputs, &outputs, &instructions)};
+  std::vector<flatbuffers::Offset<fb::Operator>> operators;
   std::vector<int64_t> buffer_sizes{0};
-  return fb::CreateExecutionPlanDirect(builder, method.name.c_str(), fb::CreateOpaque(builder), &values, &inputs, &outputs,
+  auto metadata = fb::CreateContainerMetadataDirect(builder, "", "");
+  return fb::CreateExecutionPlanDirect(builder, method.name.c_str(), metadata, &values, &inputs, &outputs,
                                        &chains, &operators, &delegates, &buffer_sizes);
 }
 
-inline std::vector<uint8_t> program_flatbuffer(const Spec& spec, const std::vector<SegmentSource>& sources) {
+// `shift` is added to every DataSegment.offset (a file without extended header has
+// its segments located from the start of the file).
+inline std::vector<uint8_t> program_flatbuffer(const Spec& spec, const std::vector<SegmentSource>& sources, uint64_t shift = 0) {
   namespace fb = machofix::pte_fb;
   flatbuffers::FlatBufferBuilder builder;
   std::vector<flatbuffers::Offset<fb::ExecutionPlan>> plans;
@@ -171,7 +185,7 @@ inline std::vector<uint8_t> program_flatbuffer(const Spec& spec, const std::vect
     plans.push_back(execution_plan(builder, method, index, in_segment));
   }
   std::vector<flatbuffers::Offset<fb::Buffer>> constant_buffer;
-  std::vector<flatbuffers::Offset<fb::DataSegment>> segments = data_segments<fb::DataSegment>(builder, spec, sources);
+  std::vector<flatbuffers::Offset<fb::DataSegment>> segments = data_segments<fb::DataSegment>(builder, spec, sources, shift);
   std::vector<uint64_t> constant_offsets{0};
   uint32_t constant_index = spec.constant_segment_index >= 0 ? static_cast<uint32_t>(spec.constant_segment_index) : 0;
   auto constant_segment = fb::CreateSubsegmentOffsetsDirect(builder, constant_index, &constant_offsets);
@@ -218,6 +232,15 @@ inline uint64_t segment_data_size(const std::vector<SegmentSource>& sources) {
 // The flatbuffer with its header, padded to segment_base_offset.
 inline std::vector<uint8_t> head(const Spec& spec, const std::vector<SegmentSource>& sources) {
   std::vector<uint8_t> header;
+  if (!spec.ptd && spec.header_length == 0) {
+    // Older writers: no extended header, the segments after the flatbuffer at offsets
+    // from the start of the file (the flatbuffer's size first measured without them).
+    uint64_t base = aligned(program_flatbuffer(spec, sources).size() + 256, spec.segment_alignment);
+    std::vector<uint8_t> out = program_flatbuffer(spec, sources, base);
+    if (out.size() > base) throw std::logic_error("the flatbuffer outgrew its room");
+    out.resize(base, 0);
+    return out;
+  }
   if (!spec.ptd) {
     std::vector<uint8_t> flatbuffer = program_flatbuffer(spec, sources);
     const uint64_t padded = 32;  // the header padded to the schema's largest force_align (16)
@@ -370,6 +393,12 @@ inline std::vector<Case> matrix(const Blobs& blobs) {
   Spec header24 = aoti_spec(Keys::Hash, {forward});
   header24.header_length = 24;
   add("hash_header24", header24, Expect::Pruned, 1, 1);
+  // No extended header, as ExecuTorch's older test models: segments located from the
+  // start of the file, the payloads inline (the runtime loads no delegate segment
+  // without a segment base), the constant segment only its placeholder.
+  Spec no_header = aoti_spec(Keys::Method, {forward}, 128, PayloadAt::Inline);
+  no_header.header_length = 0;
+  add("method_no_header", no_header, Expect::Pruned, 0, 1);
   add("hash_universal", aoti_spec(Keys::Hash, {{"forward", &blobs.universal, 1}}), Expect::Pruned, 1, 1);
   add("hash_clean_blob", aoti_spec(Keys::Hash, {{"forward", &blobs.clean, 1}}), Expect::Identical, 0, 0);
   add("method_flat_namespace", aoti_spec(Keys::Method, {{"forward", &blobs.flat, 1}}), Expect::Identical, 0, 0);

@@ -176,13 +176,24 @@ Rewrite rewrite_file(const std::vector<uint8_t>& input, const BlobRewriter& rewr
 // other segment is byte-identical (wherever it moved to, keeping its alignment),
 // the bytes before the segments differ only in renewed keys, patched DataSegment
 // fields and segment_data_size, and padding is zero.
+// Where the segments start: the segment base, or in a file without extended header
+// (whose segments lie at their offsets from the start) the first non-empty segment.
+uint64_t segment_area(const Container& container) {
+  if (container.header.length) return container.header.base;
+  uint64_t start = container.file.size();
+  for (uint32_t i = 0; i < container.segments.size(); ++i)
+    if (container.segments[i].size) start = std::min(start, container.segment_start(i));
+  return start;
+}
+
 void check_rewrite(const std::vector<uint8_t>& input, const Rewrite& rewrite, const BlobRewriter& rewriter,
                    bool renew_hash_keys, const RepairOptions& options = test::checked()) {
   Container before = read_container(Bytes(input));
   Container after = read_container(Bytes(rewrite.output));
+  const uint64_t head = segment_area(before), head_after = segment_area(after);
   REQUIRE(after.segments.size() == before.segments.size());
   REQUIRE(after.named.size() == before.named.size());
-  std::vector<bool> may_differ(before.header.base, false);  // bytes before the segments
+  std::vector<bool> may_differ(head, false);  // bytes before the segments
   std::vector<uint32_t> macho = pte_internal::macho_segments(before);
   for (uint32_t i = 0; i < before.segments.size(); ++i) {
     Bytes old_bytes = before.segment_bytes(i), new_bytes = after.segment_bytes(i);
@@ -225,7 +236,7 @@ void check_rewrite(const std::vector<uint8_t>& input, const Rewrite& rewrite, co
       for (size_t n = 0; n < before.named.size(); ++n)
         if (before.named[n].key == expected) expected = after.named[n].key;
       CHECK(new_lines[l].text == expected);
-      if (expected != old_lines[l].text && old_lines[l].at < before.header.base)
+      if (expected != old_lines[l].text && old_lines[l].at < head)
         std::fill(may_differ.begin() + old_lines[l].at, may_differ.begin() + old_lines[l].at + 64, true);
     }
   }
@@ -236,16 +247,17 @@ void check_rewrite(const std::vector<uint8_t>& input, const Rewrite& rewrite, co
     for (uint32_t i = 0; i < after.segments.size(); ++i) end = std::max(end, after.segments[i].offset + after.segments[i].size);
     CHECK(*after.header.segment_data_size == end);
   }
-  for (uint64_t i = 0; i < before.header.base; ++i)
+  for (uint64_t i = 0; i < head; ++i)
     if (!may_differ[i] && input[i] != rewrite.output[i]) FAIL_CHECK("byte " << hex(i) << " of the flatbuffer changed");
-  // Padding: every output byte after the base that no segment holds is zero.
-  std::vector<bool> in_segment(rewrite.output.size() - after.header.base, false);
+  // Padding: every output byte after the segment area's start that no segment holds is zero.
+  std::vector<bool> in_segment(rewrite.output.size() - head_after, false);
   for (uint32_t i = 0; i < after.segments.size(); ++i) {
-    uint64_t start = after.segment_start(i) - after.header.base;
+    if (!after.segments[i].size) continue;
+    uint64_t start = after.segment_start(i) - head_after;
     std::fill(in_segment.begin() + start, in_segment.begin() + start + after.segments[i].size, true);
   }
   for (uint64_t i = 0; i < in_segment.size(); ++i)
-    if (!in_segment[i] && rewrite.output[after.header.base + i] != 0) FAIL_CHECK("padding byte " << hex(after.header.base + i) << " is not zero");
+    if (!in_segment[i] && rewrite.output[head_after + i] != 0) FAIL_CHECK("padding byte " << hex(head_after + i) << " is not zero");
 }
 
 // The error of running f (with its offset), or none.
@@ -615,6 +627,85 @@ TEST_CASE("renewed keys: inline payloads, and one blob shared by two methods") {
   CHECK(report.blobs[0].keys == std::vector<std::string>{"forward_so_blob", "decode_so_blob"});
 }
 
+// The keys an AOTI backend reads (resolve_blob_keys): the so key up to the first
+// newline, the weights key everything after it, whatever those bytes are.
+TEST_CASE("AOTI payloads: keys resolved as the runtime resolves them, renewed where it reads them") {
+  static const std::vector<uint8_t> forward = fake_macho(20000, 1);
+  pte_test::Spec spec = pte_test::aoti_spec(pte_test::Keys::Hash, {{"forward", &forward, 1}});
+  const std::string so_key = spec.named[0].key, weights_key = spec.named[1].key;
+  auto with_payload = [&](const std::string& payload) {
+    pte_test::Spec changed = spec;
+    changed.methods[0].payload = payload;
+    return pte_test::build(changed);
+  };
+
+  SUBCASE("a payload damaged after the so key: the so key is still found, and renewed there") {
+    std::string damaged = so_key + "\n" + std::string("\x01\xff\x00junk", 8);
+    std::vector<uint8_t> input = with_payload(damaged);
+    Container container = read_container(Bytes(input));
+    REQUIRE(container.resolutions.size() == 1);
+    CHECK(container.resolutions[0].so_key == so_key);
+    CHECK(container.resolutions[0].weights_key == damaged.substr(so_key.size() + 1));
+    CHECK(container.resolutions[0].so_named == 0u);
+    CHECK(!container.resolutions[0].weights_named);
+    Rewrite rewrite = rewrite_file(input, resize_by(0));
+    Container after = read_container(Bytes(rewrite.output));
+    REQUIRE(after.resolutions.size() == 1);
+    CHECK(after.resolutions[0].so_key == after.named[0].key);
+    CHECK(after.resolutions[0].so_key != so_key);
+    CHECK(after.resolutions[0].weights_key == damaged.substr(so_key.size() + 1));
+    CHECK(rewrite.report.warnings.empty());
+  }
+  SUBCASE("the old key also inside the weights key: machofix cannot renew it there, refused") {
+    Failure failure = repair_failure(with_payload(so_key + "\n" + "x" + so_key));
+    CHECK(failure.text.find("occurs in the MetalBackend payload of method 'forward' where the runtime does not read it as a key") !=
+          std::string::npos);
+  }
+  SUBCASE("a payload without newline: the backend refuses it, and so does machofix") {
+    Failure failure = repair_failure(with_payload(so_key));
+    CHECK(failure.text.find("has no newline") != std::string::npos);
+  }
+  SUBCASE("a so key the named data does not hold: the model does not load") {
+    std::string other = (so_key[0] == '0' ? "1" : "0") + so_key.substr(1);
+    Failure failure = repair_failure(with_payload(other + "\n" + weights_key));
+    CHECK(failure.text.find("the Program's named data has no such key") != std::string::npos);
+  }
+  SUBCASE("a content-hash key the delegate makes from its method name cannot follow a renewal: refused") {
+    pte_test::Spec by_name = spec;
+    by_name.methods[0].payload = "";
+    by_name.methods[0].name = so_key.substr(0, 64);  // the compile spec "method_name" makes "<hash>_so_blob"
+    Failure failure = repair_failure(pte_test::build(by_name));
+    CHECK(failure.text.find("by a name machofix cannot renew (made from the method name)") != std::string::npos);
+  }
+}
+
+// Older writers put no extended header: the segments lie at their offsets from the
+// start of the file, and the runtime loads named data from there.
+TEST_CASE("a .pte without extended header whose Program lists segments: read, and copied where nothing changes") {
+  static const std::vector<uint8_t> forward = fake_macho(20000, 1);
+  pte_test::Spec spec = pte_test::aoti_spec(pte_test::Keys::Method, {{"forward", &forward, 1}}, 128, pte_test::PayloadAt::Inline);
+  spec.header_length = 0;
+  std::vector<uint8_t> input = pte_test::build(spec);
+  Container container = read_container(Bytes(input));
+  CHECK(container.header.length == 0);
+  CHECK(container.header.base == 0);
+  CHECK(container.segments.size() == 3);
+  REQUIRE(container.resolutions.size() == 1);
+  CHECK(container.resolutions[0].so_named == 0u);
+  CHECK(container.segment_bytes(container.named[0].segment_index).size() == forward.size());
+  TempDir directory;
+  write_bytes(directory / "in.pte", input);
+  MappedFile mapped(directory / "in.pte");
+  PteReport copy = repair_pte(mapped, directory / "copy.pte", test::checked(), false, unchanged());
+  CHECK(!copy.changed);
+  CHECK(pte_test::read_file(directory / "copy.pte") == input);
+  // Its delegate payload kept in a segment: Program::LoadSegment has no base to find it from.
+  pte_test::Spec in_segment = pte_test::aoti_spec(pte_test::Keys::Hash, {{"forward", &forward, 1}});
+  in_segment.header_length = 0;
+  Failure failure = repair_failure(pte_test::build(in_segment));
+  CHECK(failure.text.find("but the file has no segment base") != std::string::npos);
+}
+
 // ---------------------------------------------------------------------------
 // Outputs: dry runs, identical copies, nothing written on failure
 
@@ -689,14 +780,19 @@ TEST_CASE("corrupted files: a clear error with the offset, nothing written") {
   add("too short", [](auto& b) { b.resize(6); }, "not an ExecuTorch .pte", 4);
   add("header length", [](auto& b) { b[12] = 8; }, "extended header: offset 0xc: extended header length 8 is less than 24", 12);
   add("program_size", [](auto& b) { put_u64(b, 16, b.size() + 1); }, "the flatbuffer would end at", 16);
-  add("segment base", [](auto& b) { put_u64(b, 24, 0x40); }, "segment_base_offset 0x40 is not between", 24);
+  // The runtime then finds the delegate's payload inside the flatbuffer: no keys in it.
+  uint64_t payload_at = 0x40 + container.segments[container.delegates[0].index].offset;
+  add("segment base", [](auto& b) { put_u64(b, 24, 0x40); }, "has no newline", payload_at);
   add("truncated", [](auto& b) { b.resize(b.size() - 100); }, "the file is truncated", 32);
   add("root offset", [](auto& b) { put_u32(b, 0, 0x7ffffff0u); }, "does not pass the FlatBuffers verifier", 0);
   add("key length", [&](auto& b) { put_u32(b, container.named[0].key_at - 4, 0x10000); }, "does not pass the FlatBuffers verifier", 0);
-  add("segment offset", [&](auto& b) { put_u64(b, *container.segments[3].offset_at, 1ull << 40); }, "runs past the end of the file",
-      container.segments[3].table_at);
-  add("segment offset overflow", [&](auto& b) { put_u64(b, *container.segments[3].offset_at, ~0ull - 4); }, "overflows 64 bits",
-      container.segments[3].table_at);
+  // The .so's segment, and the delegate payload's: the runtime reads both.
+  uint32_t so = container.named[0].segment_index, payload = container.delegates[0].index;
+  add("segment offset", [&](auto& b) { put_u64(b, *container.segments[so].offset_at, 1ull << 40); },
+      "cannot load its .so '" + container.named[0].key + "': its segment " + std::to_string(so) + " lies outside the file",
+      container.segments[so].table_at);
+  add("segment size overflow", [&](auto& b) { put_u64(b, *container.segments[payload].size_at, ~0ull - 4); },
+      "its segment 1 lies outside the file", container.segments[payload].table_at);
   for (const Corruption& corruption : corruptions) {
     CAPTURE(corruption.name);
     Failure failure = repair_failure(corruption.bytes);
@@ -713,18 +809,10 @@ TEST_CASE("corrupted files written by the writer: bad index, segment past the en
   pte_test::Spec bad_index = spec;
   bad_index.first_named_segment_index = 9;
   Failure failure = repair_failure(pte_test::build(bad_index));
-  CHECK(failure.text.find("named data 'forward_so_blob': offset") != std::string::npos);
-  CHECK(failure.text.find("segment_index 9 is out of range (3 segments)") != std::string::npos);
+  CHECK(failure.text.find("method 'forward': offset") != std::string::npos);
+  CHECK(failure.text.find("cannot load its .so 'forward_so_blob': it names segment 9 of 3") != std::string::npos);
   std::vector<uint8_t> program = pte_test::build(spec);
   CHECK(failure.offset == read_container(Bytes(program)).named[0].table_at);
-
-  pte_test::Spec past_end = spec;
-  past_end.header_length = 24;  // no segment_data_size: only the segment itself can tell
-  past_end.last_segment_extra_size = 1;
-  failure = repair_failure(pte_test::build(past_end));
-  CHECK(failure.text.find("Program flatbuffer: offset") != std::string::npos);
-  CHECK(failure.text.find("segment 2 [") != std::string::npos);
-  CHECK(failure.text.find("runs past the end of the file") != std::string::npos);
 
   pte_test::Spec ptd;
   ptd.ptd = true;
@@ -734,6 +822,32 @@ TEST_CASE("corrupted files written by the writer: bad index, segment past the en
   bytes[12] = 16;
   failure = repair_failure(bytes);
   CHECK(failure.text.find("FH01 header: offset 0xc: FH01 header length 16 is less than 40") != std::string::npos);
+}
+
+// The runtime reads only the segments a program loads: one that nothing loads may lie
+// past the end of the file, and the model still loads.
+TEST_CASE("a segment the runtime never reads, past the end of the file: read, rewritten, left as it was") {
+  static const std::vector<uint8_t> forward = fake_macho(20000, 1);
+  pte_test::Spec spec = pte_test::aoti_spec(pte_test::Keys::Method, {{"forward", &forward, 1}});
+  spec.header_length = 24;  // no segment_data_size: the header does not hold the file to the segments
+  spec.last_segment_extra_size = 1;  // the weights, which the backend skips when it cannot find them
+  std::vector<uint8_t> input = pte_test::build(spec);
+  Container container = read_container(Bytes(input));
+  CHECK(!container.segment_in_file(2));
+  REQUIRE(container.resolutions.size() == 1);
+  CHECK(container.resolutions[0].so_named == 0u);
+  CHECK(!container.resolutions[0].weights_named);
+  PteReport report = inspect_pte(Bytes(input));
+  CHECK(report.named_data.at(1).kind == BlobKind::Other);
+  Rewrite rewrite = rewrite_file(input, resize_by(0));
+  CHECK(rewrite.report.written);
+  CHECK(rewrite.output.size() == input.size());
+  Container after = read_container(Bytes(rewrite.output));
+  CHECK(after.segments[2].offset == container.segments[2].offset);
+  CHECK(after.segments[2].size == container.segments[2].size);
+  // Moving segments needs them all in the file: a blob that grows is refused here.
+  Failure grown = repair_failure(input, resize_by(4096));
+  CHECK(grown.text.find("machofix does not move segments in a file where segment 2 lies outside the file") != std::string::npos);
 }
 
 TEST_CASE("a Mach-O segment that is also the Program's constant segment is refused when rewritten, nothing written") {

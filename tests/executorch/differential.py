@@ -1,0 +1,361 @@
+#!/usr/bin/env python3
+"""machofix against ExecuTorch's own runtime, on mutations of every .pte and .ptd the
+tests have (the writer's matrix, ExecuTorch's samples when present).
+
+Each variant is judged by tests/executorch/runtime_loader (ExecuTorch's runtime) and
+by machofix: `check` (the CI gate) and `prune -o` on every variant, `inspect`, `edit`
+and `sign -o` on every fourth. Counted, and each required to be zero:
+- false rejections: the runtime loads the file, a machofix command fails on it (exit
+  2) for a reason other than one of machofix's own (OWN_REASONS: a blob whose Mach-O
+  signature or structure machofix refuses to rewrite);
+- gate passes: the runtime refuses the file, `check` exits 0 or 1;
+- bad outputs: a file that prune, edit or sign wrote does not load in the runtime, or
+  its delegates no longer find their .so;
+- key readings: machofix's reading of an AOTI delegate's blob keys (`inspect --json`)
+  differs from the runtime's (the keys, and whether the weights are found);
+- crashes and hangs of machofix.
+Every variant that disagreed once is kept in tests/executorch/regressions.jsonl (the
+base file and the exact edits) and replayed first on every run.
+
+Usage: differential.py MACHOFIX RUNTIME_LOADER PTE_WRITER WORKDIR [--variants N] [--record]
+Exit 77 (skipped) when RUNTIME_LOADER is empty: the runtime's sources were not found.
+"""
+import argparse
+import concurrent.futures
+import json
+import os
+import random
+import re
+import shutil
+import struct
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "support"))
+from pte_models import pte_models  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(HERE))
+REGRESSIONS = os.path.join(HERE, "regressions.jsonl")
+SAMPLES = os.environ.get("MACHOFIX_SAMPLES") or os.path.join(ROOT, "..", "shared", "samples")
+TIMEOUT = 60
+# Refusals of machofix's own: the runtime never looks inside a blob (signatures, load
+# commands, an edit that matches nothing), and a rewrite machofix cannot prove (a key
+# it cannot renew, segments it does not move, an output its proof refuses) is not
+# written. The message says what machofix will not do and why. Anything else on a
+# file that loads is a false rejection.
+OWN_REASONS = re.compile(
+    r"signature|signed with an identity|loader rule|dyld|cannot be patched in place|"
+    r"Mach-O|load command|__LINKEDIT|ordinal|symbol|fixup|bind|segment .* overlaps|"
+    r"also the Program's|also the payload of|cannot rewrite|machofix does not|cannot renew|"
+    r"no dependent dylib|verifying the output before committing it|"
+    r"named data '[^']*' \(segment \d+\): ")  # an error inside a Mach-O blob: dyld's business
+INTERESTING_32 = [0, 1, 2, 7, 8, 0x7F, 0x80, 0xFF, 0x100, 0xFFFF, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 0xFFFFFFFE]
+INTERESTING_64 = [0, 1, 8, 24, 32, 63, 64, 4096, 1 << 31, 1 << 32, (1 << 63), (1 << 64) - 1, (1 << 64) - 8]
+
+
+# --- the base files and what is where in them -----------------------------------------
+
+def describe_base(path, data):
+    """Offsets worth mutating: header fields, keys, payload newlines, segments."""
+    info = {"size": len(data), "fb_end": len(data), "header": [], "keys": [], "newlines": [], "segments": []}
+    if data[4:8] == b"FT01" and data[8:12] == b"FH01":
+        info["header"] = [(12, 4)] + [(16 + 8 * i, 8) for i in range(4)]
+        offset, size = struct.unpack_from("<QQ", data, 16)
+        info["fb_end"] = min(len(data), offset + size)
+    elif data[8:12] == b"eh00":
+        info["header"] = [(12, 4), (16, 8), (24, 8)] + ([(32, 8)] if struct.unpack_from("<I", data, 12)[0] >= 32 else [])
+        info["fb_end"] = min(len(data), struct.unpack_from("<Q", data, 16)[0])
+    loaded = json.loads(subprocess.run([ARGS.loader, path], capture_output=True, text=True).stdout)
+    keys = set()
+    for method in loaded.get("methods", []):
+        for delegate in method["delegates"]:
+            for which in ("so", "weights"):
+                if "aoti" in delegate:
+                    keys.add(bytes.fromhex(delegate["aoti"][which]["key_hex"]))
+    for entry in loaded.get("named_data", []):
+        keys.add((entry["key"] if isinstance(entry, dict) else entry).encode())
+    for key in filter(None, keys):
+        info["keys"] += [(m.start(), len(key)) for m in re.finditer(re.escape(key), data)]
+    for start, length in info["keys"]:
+        if data[start + length:start + length + 1] == b"\n":
+            info["newlines"].append(start + length)
+    inspected = subprocess.run([ARGS.machofix, "inspect", "--json", "-", path], capture_output=True, text=True)
+    for entry in json.loads(inspected.stdout)["files"][0].get("pte", {}).get("named_data", []):
+        info["segments"].append((entry["offset"], entry["size"]))
+    return info
+
+
+# --- mutations: each returns a list of edits ------------------------------------------
+# An edit is ["write", offset, hex] or ["truncate", length] or ["append", hex].
+
+def pick_interesting(rng, width):
+    values = INTERESTING_32 if width == 4 else INTERESTING_64
+    return rng.choice(values)
+
+
+def m_flip(rng, info, data):
+    at = rng.randrange(8, max(9, info["fb_end"]))
+    return [["write", at, bytes([rng.randrange(256)]).hex()]]
+
+
+def m_field(rng, info, data):
+    at = rng.randrange(8, max(9, info["fb_end"] - 4)) & ~3
+    if rng.random() < 0.5:
+        value = pick_interesting(rng, 4)
+    else:
+        value = (struct.unpack_from("<I", data, at)[0] + rng.choice([-8, -4, -1, 1, 4, 8])) & 0xFFFFFFFF
+    return [["write", at, struct.pack("<I", value).hex()]]
+
+
+def m_short(rng, info, data):
+    at = rng.randrange(8, max(9, info["fb_end"] - 2)) & ~1
+    return [["write", at, struct.pack("<H", rng.choice([0, 2, 4, 6, 8, 0xFFFF, 0x8000]) & 0xFFFF).hex()]]
+
+
+def m_header(rng, info, data):
+    if not info["header"]:
+        return m_field(rng, info, data)
+    at, width = rng.choice(info["header"])
+    old = int.from_bytes(data[at:at + width], "little")
+    choices = [pick_interesting(rng, width), old + 1, old - 1, old + 8, old - 8, len(data), len(data) + 1, 0]
+    value = rng.choice(choices) % (1 << (8 * width))
+    return [["write", at, value.to_bytes(width, "little").hex()]]
+
+
+def m_magic(rng, info, data):
+    at = rng.choice([4, 8])
+    return [["write", at + rng.randrange(4), bytes([rng.randrange(256)]).hex()]]
+
+
+def m_no_header(rng, info, data):
+    return [["write", 8, "00000000"]]
+
+
+def m_truncate(rng, info, data):
+    points = [rng.randrange(len(data)), len(data) - 1, 63, info["fb_end"], info["fb_end"] - 1]
+    points += [start + size - 1 for start, size in info["segments"]] + [start for start, _ in info["segments"]]
+    return [["truncate", max(0, min(len(data) - 1, rng.choice(points)))]]
+
+
+def m_append(rng, info, data):
+    return [["append", bytes(rng.choice([1, 7, 128, 4096])).hex()]]
+
+
+def m_key(rng, info, data):
+    if not info["keys"]:
+        return m_flip(rng, info, data)
+    start, length = rng.choice(info["keys"])
+    at = start + rng.choice([0, length - 1, rng.randrange(length)])
+    return [["write", at, bytes([rng.choice([0, ord("0"), ord("a"), ord("\n"), rng.randrange(256)])]).hex()]]
+
+
+def m_payload(rng, info, data):
+    if not info["newlines"]:
+        return m_key(rng, info, data)
+    newline = rng.choice(info["newlines"])
+    at = rng.choice([newline, newline + 1, newline + rng.randrange(1, 70), newline - 1])
+    return [["write", min(at, len(data) - 1), bytes([rng.choice([0, ord("x"), ord("\n"), rng.randrange(256)])]).hex()]]
+
+
+def m_segment_bytes(rng, info, data):
+    if not info["segments"]:
+        return m_flip(rng, info, data)
+    start, size = rng.choice(info["segments"])
+    if size == 0:
+        return m_flip(rng, info, data)
+    at = start + rng.choice([0, 4, 16, rng.randrange(size)])
+    return [["write", min(at, len(data) - 1), bytes([rng.randrange(256)]).hex()]]
+
+
+MUTATORS = [(m_flip, 6), (m_field, 6), (m_short, 3), (m_header, 4), (m_magic, 1), (m_no_header, 1),
+            (m_truncate, 2), (m_append, 1), (m_key, 3), (m_payload, 3), (m_segment_bytes, 1)]
+
+
+def mutate(rng, info, data):
+    mutators = [m for m, weight in MUTATORS for _ in range(weight)]
+    edits = []
+    for _ in range(rng.choice([1, 1, 1, 2, 3])):
+        edits += rng.choice(mutators)(rng, info, data)
+    return edits
+
+
+def apply(data, edits):
+    data = bytearray(data)
+    for edit in edits:
+        if edit[0] == "write":
+            at, patch = edit[1], bytes.fromhex(edit[2])
+            if at < len(data):
+                data[at:at + len(patch)] = patch[:len(data) - at]
+        elif edit[0] == "truncate":
+            del data[edit[1]:]
+        elif edit[0] == "append":
+            data += bytes.fromhex(edit[1])
+    return bytes(data)
+
+
+# --- judging ---------------------------------------------------------------------------
+
+def run(command):
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, errors="replace")
+        return done.returncode, done.stdout, done.stderr
+    except subprocess.TimeoutExpired:
+        return "hang", "", ""
+
+
+def runtime_loads(path):
+    code, out, _ = run([ARGS.loader, path])
+    if code == 0:
+        return True, json.loads(out)
+    return False, (json.loads(out) if code == 1 and out.strip() else {"refused": {"stage": "crash", "reason": str(code)}})
+
+
+def machofix_problem(code, err):
+    if code == "hang":
+        return "hang"
+    if not isinstance(code, int) or code < 0 or code > 2:
+        return "crash"
+    return None
+
+
+def compare_keys(loaded, inspected):
+    """machofix's reading of each AOTI delegate's keys against the runtime's."""
+    runtime = [(bytes.fromhex(d["aoti"]["so"]["key_hex"]), bytes.fromhex(d["aoti"]["weights"]["key_hex"]),
+                d["aoti"]["weights"]["found"]) for m in loaded.get("methods", []) for d in m["delegates"] if "aoti" in d]
+    delegates = inspected["files"][0]["pte"]["delegates"] if "pte" in inspected["files"][0] else []
+    ours = [(d["aoti"]["so_key"].encode("latin-1"), d["aoti"]["weights_key"].encode("latin-1"), d["aoti"]["weights_found"])
+            for d in delegates if d.get("aoti")]
+    if runtime != ours:
+        return [f"key resolution differs: runtime {runtime}, machofix {ours}"]
+    return []
+
+
+def judge(variant):
+    """Runs every judge on one variant; returns its findings (empty when all agree)."""
+    name, path, edits, full = variant
+    loads, loaded = runtime_loads(path)
+    findings = []
+    commands = [("check", [ARGS.machofix, "check", "--no-contract", path], None)]
+    out = path + ".out"
+    commands.append(("prune", [ARGS.machofix, "prune", path, "-o", out], out))
+    if full:
+        commands.append(("inspect", [ARGS.machofix, "inspect", "--json", "-", path], None))
+        commands.append(("edit", [ARGS.machofix, "edit", "--change", "/opt/llvm-openmp/lib/libomp.dylib",
+                                  "@rpath/libomp.dylib", path, "-o", out + "e"], out + "e"))
+        commands.append(("sign", [ARGS.machofix, "sign", path, "-o", out + "s"], out + "s"))
+    for what, command, output in commands:
+        code, out, err = run(command)
+        problem = machofix_problem(code, err)
+        if problem:
+            findings.append(f"{what}: {problem} ({code})")
+            continue
+        if what == "check":
+            if not loads and code != 2:
+                findings.append(f"gate pass: check exit {code}, runtime refuses ({loaded['refused']})")
+        if what == "inspect" and loads and code == 0:
+            findings += compare_keys(loaded, json.loads(out))
+        if loads and code == 2 and not OWN_REASONS.search(err):
+            findings.append(f"false rejection: {what}: {err.strip()[:300]}")
+        if output and os.path.exists(output):
+            if not loads:
+                findings.append(f"bad output: {what} wrote a file from an input the runtime refuses")
+            else:
+                out_loads, out_report = runtime_loads(output)
+                if not out_loads:
+                    findings.append(f"bad output: {what}'s output is refused: {out_report['refused']}")
+            os.remove(output)
+    return name, edits, loads, loaded.get("refused", {}).get("stage") if not loads else None, findings
+
+
+def variants(bases, count, work):
+    """The regression cases first, then `count` new mutations spread over the bases."""
+    items = []
+    by_name = {name: (path, data, info) for name, path, data, info in bases}
+    if os.path.exists(REGRESSIONS):
+        for number, line in enumerate(open(REGRESSIONS)):
+            case = json.loads(line)
+            if case["base"] in by_name:
+                items.append((f"regression {number}", case["base"], case["edits"]))
+    for name, _, _, _ in bases:  # every file as it is: each command, each output loaded
+        items.append(("unmutated", name, []))
+    rng = random.Random(20261203)
+    for i in range(count):
+        name, path, data, info = bases[i % len(bases)]
+        items.append((f"variant {i}", name, mutate(rng, info, data)))
+    out = []
+    for i, (label, base, edits) in enumerate(items):
+        path = os.path.join(work, f"v{i}" + os.path.splitext(base)[1])
+        with open(path, "wb") as handle:
+            handle.write(apply(by_name[base][1], edits))
+        out.append((f"{label} of {base}", path, edits, i % 4 == 0 or not edits))
+    return out, items
+
+
+def main():
+    global ARGS
+    parser = argparse.ArgumentParser()
+    parser.add_argument("machofix")
+    parser.add_argument("loader")
+    parser.add_argument("pte_writer")
+    parser.add_argument("work")
+    parser.add_argument("--variants", type=int, default=2400)
+    parser.add_argument("--record", action="store_true", help="append new disagreements to the regression list")
+    ARGS = parser.parse_args()
+    if not ARGS.loader:
+        print("SKIP: ExecuTorch's runtime sources were not found (see tests/executorch/CMakeLists.txt)")
+        return 77
+    shutil.rmtree(ARGS.work, ignore_errors=True)
+    os.makedirs(ARGS.work)
+    bases = []
+    for path in pte_models(ARGS.pte_writer, os.path.join(ARGS.work, "models"), SAMPLES):
+        name = ("samples/" if os.path.dirname(path) != os.path.join(ARGS.work, "models", "matrix") else "matrix/") + \
+            os.path.basename(path)
+        data = open(path, "rb").read()
+        loads, loaded = runtime_loads(path)
+        if not loads:
+            print(f"FAIL: base file {name} does not load in the runtime: {loaded['refused']}")
+            return 1
+        bases.append((name, path, data, describe_base(path, data)))
+    work = os.path.join(ARGS.work, "variants")
+    os.makedirs(work)
+    jobs, items = variants(bases, ARGS.variants, work)
+    counts = {"loads": 0, "refused": 0, "false rejections": 0, "gate passes": 0, "bad outputs": 0, "key readings": 0,
+              "crashes": 0, "hangs": 0}
+    disagreeing = []
+    stages = {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        for name, edits, loads, stage, findings in pool.map(judge, jobs):
+            counts["loads" if loads else "refused"] += 1
+            if stage:
+                stages[stage] = stages.get(stage, 0) + 1
+            for finding in findings:
+                key = ("false rejections" if finding.startswith("false") else "gate passes" if finding.startswith("gate")
+                       else "bad outputs" if finding.startswith("bad") else "key readings" if finding.startswith("key")
+                       else "hangs" if "hang" in finding else "crashes")
+                counts[key] += 1
+            if findings:
+                disagreeing.append((name, edits))
+                print(f"DISAGREE {name}: edits {json.dumps(edits)}")
+                for finding in findings:
+                    print(f"    {finding}")
+    print(f"differential: {len(jobs)} variants of {len(bases)} files; the runtime loads {counts['loads']}, "
+          f"refuses {counts['refused']}")
+    print("  refused at: " + ", ".join(f"{stage} {n}" for stage, n in sorted(stages.items())))
+    print("  " + ", ".join(f"{key} {counts[key]}" for key in
+                           ("false rejections", "gate passes", "bad outputs", "key readings", "crashes", "hangs")))
+    if ARGS.record and disagreeing:
+        known = open(REGRESSIONS).read().splitlines() if os.path.exists(REGRESSIONS) else []
+        with open(REGRESSIONS, "a") as handle:
+            for name, edits in disagreeing:
+                base = name.split(" of ", 1)[1]
+                line = json.dumps({"base": base, "edits": edits})
+                if line not in known:
+                    handle.write(line + "\n")
+    failed = len(disagreeing)
+    print(f"{len(jobs) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
