@@ -53,11 +53,13 @@ struct Outcome {
   int status(bool written) const { return summarize(reports).failed || !written ? kExitError : kExitOk; }
 };
 
-// Errors of the files that failed, notes of the files passed over for their type.
+// Errors of the files that failed (and of the archive members that did), notes of
+// the files passed over for their type.
 void print_problems(const std::vector<FileReport>& reports) {
   for (const FileReport& report : reports) {
     if (report.status == FileStatus::Failed) spdlog::error("{}", report.error);
     if (!report.skipped_because.empty()) spdlog::info("{}: skipped: {}", report.path, report.skipped_because);
+    print_problems(report.members);
   }
 }
 

@@ -182,7 +182,9 @@ Json finding_json(const Finding& finding) {
           {"repair", repair_command(finding)},
           {"used", !finding.symbols.empty()},
           {"symbols", finding.symbols},
-          {"offset", optional_offset(finding.offset)}};
+          {"offset", optional_offset(finding.offset)},
+          {"member", finding.member},
+          {"member_offset", optional_offset(finding.member_offset)}};
 }
 
 }  // namespace

@@ -94,6 +94,12 @@ Json result(const Finding& finding) {
   Json properties = {{"blob", finding.blob},       {"arch", finding.arch},   {"dylib", finding.dylib},
                      {"rpath", finding.rpath},     {"repair", repair},       {"used", !finding.symbols.empty()},
                      {"symbols", finding.symbols}, {"sliceOffset", finding.slice_offset}};
+  // In an archive the region would not mean anything (members may be compressed): the
+  // offset is given in the member's own bytes.
+  if (!finding.member.empty()) {
+    properties["member"] = finding.member;
+    properties["memberOffset"] = finding.member_offset ? Json(*finding.member_offset) : Json(nullptr);
+  }
   std::string subject = finding.dylib.empty() ? finding.rpath : finding.dylib;
   return {{"ruleId", rule_id(finding.rule)},
           {"ruleIndex", rule_index(finding.rule)},

@@ -688,6 +688,9 @@ ArchiveResult rewrite_archive(const std::string& input_path, const std::string& 
     TempDirectory temp(options.temp_root.empty() ? default_temp_root() : options.temp_root);
     ArchivePlan plan = FixPass(fix, temp, temp_budget(options, temp), result).run(input);
     result.members = plan.members.size();
+    if (options.whole_or_nothing && !options.dry_run && !result.failures.empty())
+      throw Error(result.failures.front().error + " (nothing written: every model member must be fixed)")
+          .in_part(printable(result.failures.front().member));
     if (result.changed.empty() || options.dry_run) return result;
     result.output_size = write_archive(input, plan, output, mode, options.durable);
     result.written = true;

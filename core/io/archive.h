@@ -57,6 +57,10 @@ struct ArchiveOptions {
   // member that would exceed it (a zip bomb, or a too-small disk) is not fixed: it is
   // recorded as failed and copied unchanged, streaming.
   uint64_t max_temp_bytes = 0;
+  // A member that could not be read or fixed leaves the archive unwritten (Error naming
+  // the first such member) instead of copied unchanged into a new one: a repair of
+  // an archive is all of it or nothing. Dry runs still report every member.
+  bool whole_or_nothing = false;
   // Flush the new archive and its rename to disk (see AtomicOutput): needed when it
   // replaces the input; a new file beside an untouched input (-o) can go without.
   bool durable = true;

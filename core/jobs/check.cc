@@ -144,7 +144,9 @@ std::vector<Finding> check_findings(const FileReport& report, const CheckOptions
     for (Finding finding : check_findings(member, options)) {
       finding.blob = finding.blob.empty() ? member.path : member.path + ": " + finding.blob;
       finding.file = report.path;
-      finding.offset.reset();  // an offset in the member, not in the archive
+      finding.member = member.path;
+      finding.member_offset = finding.offset;  // an offset in the member, not in the archive
+      finding.offset.reset();
       findings.push_back(std::move(finding));
     }
   }

@@ -75,6 +75,10 @@ struct Finding {
   std::string kept_because;  // why prune keeps an unused one
   uint64_t slice_offset = 0;  // of the slice in the file (universal) or blob
   std::optional<uint64_t> offset;  // file offset of the load command, where known
+  // In an archive: the member the finding is in, and the load command's offset in the
+  // member's own bytes (`offset` is then empty: the archive may be compressed).
+  std::string member;
+  std::optional<uint64_t> member_offset;
 };
 
 std::vector<Finding> check_findings(const FileReport& report, const CheckOptions& options);

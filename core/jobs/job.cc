@@ -219,6 +219,10 @@ void run_archive(const MappedFile& input, Operation operation, const JobOptions&
   member_options.backup_suffix.clear();
   member_options.skip_other_files = true;
   member_options.dry_run = options.dry_run || operation == Operation::Inspect;
+  std::string target = output_target(input, options);
+  ArchiveOptions archive_options;
+  archive_options.dry_run = target.empty() || operation == Operation::Inspect;
+  archive_options.whole_or_nothing = true;
   MemberFixer fix = [&](const ArchiveMember& member, const std::string& temp_path) {
     FileReport member_report = run_job(temp_path, operation, member_options);
     if (member_report.status == FileStatus::Skipped) return false;  // not a model: no report
@@ -227,15 +231,14 @@ void run_archive(const MappedFile& input, Operation operation, const JobOptions&
       std::string problem = member_report.error.substr(temp_path.size() + 2);
       // The archive is refused with it (rewrite_archive adds the archive and the member).
       if (member_report.refused) throw Error(problem).as_refusal();
+      // Written, it would carry the member unfixed: nothing is written instead.
+      if (!archive_options.dry_run) throw Error(problem);
       member_report.error = input.path() + ": " + member.name + ": " + problem;
     }
     bool changed = member_report.status == FileStatus::Changed;
     report.members.push_back(std::move(member_report));
     return changed;
   };
-  std::string target = output_target(input, options);
-  ArchiveOptions archive_options;
-  archive_options.dry_run = target.empty() || operation == Operation::Inspect;
   archive_options.durable = options.in_place;
   archive_options.input_name = input.path();
   // Members are fixed in temporary files beside the output (a disk, not a tmpfs);

@@ -250,7 +250,10 @@ JudgedSlice judge_slice(const Bytes& slice, const RepairOptions& options, Rewrit
   if (judged.resigns && signature && signature->has_identity && !options.replace_identity) refuse_identity();
   if (judged.resigns && signature && !signature->has_identity && !options.identifier.empty() &&
       options.identifier != signature->identifier())
-    fail("--identifier cannot change the identifier of an existing signature (it is '" + signature->identifier() + "')");
+    throw Error("--identifier cannot change the identifier of an existing signature (it is '" + signature->identifier() +
+                "'): a renewal keeps the signature's CodeDirectory as it was signed, identifier included; --identifier "
+                "names the signature of a slice that has none")
+        .as_refusal();
   return judged;
 }
 

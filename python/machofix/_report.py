@@ -208,6 +208,8 @@ class Finding:
     reason: str = ""  # the rule's one-line reason
     repair: str = ""  # the machofix command that repairs it, "" when none does
     offset: Optional[int] = None  # file offset of the load command, where known
+    member: str = ""  # in an archive: the member the finding is in
+    member_offset: Optional[int] = None  # in an archive: the load command's offset in the member's bytes
 
 
 @dataclass(frozen=True)

@@ -167,6 +167,30 @@ def each_rule(machofix, fixtures, work):
            and "  repair: machofix edit" in text.stdout, "the text report: rule ids and repair lines", text)
 
 
+def declarations(machofix, fixtures, work):
+    """--allowed-rpath alone declares a contract; @executable_path/ and @loader_path/
+    dependencies are held to it as @rpath/ ones are."""
+    clean = os.path.join(fixtures, CLEAN)
+    result, found, document = check_json(machofix, clean, "--no-contract", "--allowed-rpath", "@loader_path/*")
+    expect(result.returncode == 1 and rules(found) == ["unprovided-dependency", "unprovided-dependency"]
+           and sorted(f["dylib"] for f in found) == ["@rpath/libfoo.dylib", "@rpath/libomp.dylib"],
+           "--allowed-rpath alone declares a contract: both @rpath dependencies are unprovided", result)
+    only_omp = write(os.path.join(work, "declarations", "omp.toml"), 'provided = "@rpath/libomp.dylib"\n')
+    for prefix in ("@executable_path/", "@loader_path/"):
+        renamed = copy(clean, os.path.join(work, "declarations", prefix.strip("@/") + ".dylib"))
+        # LLVM's install_name_tool, not machofix's edit: the fixture's name comes from another tool.
+        done = run("llvm-install-name-tool-16", "-change", "@rpath/libfoo.dylib", prefix + "libfoo.dylib", renamed)
+        expect(done.returncode == 0, f"llvm-install-name-tool-16 renames libfoo to {prefix}libfoo.dylib", done)
+        result, found, _ = check_json(machofix, renamed, "--contract", only_omp)
+        expect(result.returncode == 1 and rules(found) == ["unprovided-dependency"]
+               and found[0]["dylib"] == prefix + "libfoo.dylib",
+               f"a {prefix} dependency the contract does not provide: unprovided-dependency", result)
+        result, found, _ = check_json(machofix, renamed, "--contract", only_omp, "--provided", prefix + "libfoo.dylib")
+        expect(result.returncode == 0 and found == [], f"the same {prefix} dependency provided: no finding", result)
+        result, found, _ = check_json(machofix, renamed, "--no-contract")
+        expect(result.returncode == 0 and found == [], f"a {prefix} dependency without a declaration: no finding", result)
+
+
 def repairs_repair(machofix, fixtures, work):
     """Each repair command check suggests, run as printed (on a copy), clears its
     finding and leaves the file's other findings as they were: the suggestions are
@@ -371,6 +395,7 @@ def main(argv):
     work = os.path.realpath(work)
     without_contract(machofix, fixtures)
     each_rule(machofix, fixtures, work)
+    declarations(machofix, fixtures, work)
     in_a_pte(machofix, pte_writer, fixtures, work)
     malformed(machofix, fixtures, work)
     discovery(machofix, fixtures, work)

@@ -162,6 +162,26 @@ def references(machofix, fixtures, work):
                    f"{name}: {edit}: machofix verify passes and llvm-objdump-16 reads the output", result)
 
 
+def weak_dependency(machofix, fixtures, work):
+    """--change renames a weak-linked dependency (LC_LOAD_WEAK_DYLIB) as it renames a
+    plain one, as llvm-install-name-tool does, and keeps it weak."""
+    name = "contract_weak_x86_64_dyldinfo"  # libomp linked with -weak_library
+    source = normalized_image(fixtures, work, name)
+    for old, new in (("@rpath/libomp.dylib", "@rpath/libomp5.dylib"), ("*libomp*", "@loader_path/libomp.dylib")):
+        mine, reference = os.path.join(work, f"{name}.weak.out"), os.path.join(work, f"{name}.weak.ref")
+        for path in (mine, reference):
+            if os.path.exists(path):
+                os.remove(path)
+        result = run(machofix, "edit", source, "-o", mine, "--change", old, new)
+        made = llvm_edit(source, reference, ["-change", "@rpath/libomp.dylib", new])
+        commands = load_commands(mine) if result.returncode == 0 else None
+        weak = [c for c in commands or [] if "cmd LC_LOAD_WEAK_DYLIB" in c]
+        expect(result.returncode == 0 and made.returncode == 0 and same_commands(commands, load_commands(reference))
+               and len(weak) == 1 and f"name {new} (offset 24)" in weak[0],
+               f"{name}: --change {old} {new} renames the weak dependency, kept weak, as llvm-install-name-tool-16 does",
+               result)
+
+
 def blob_of(machofix, pte):
     """The Mach-O blob of a .pte, as inspect's JSON places it."""
     document = json.loads(run(machofix, "inspect", pte, "--json", "-").stdout)
@@ -393,6 +413,7 @@ def main():
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     references(machofix, fixtures, work)
+    weak_dependency(machofix, fixtures, work)
     pte_and_archive(machofix, pte_writer, fixtures, work)
     pte_matrix(machofix, pte_writer, work, samples)
     padding(machofix, fixtures, work)

@@ -23,6 +23,7 @@ Usage: test_invalid_signatures.py MACHOFIX PTE_WRITER FIXTURE_DIR WORK_DIR
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import zipfile
@@ -37,7 +38,7 @@ THIN = "aoti_metal_arm64_chained.in"  # arm64, signed by lld, libomp unused
 FAT = "universal_fat_dyldinfo.in"  # x86_64 unsigned + arm64 signed
 FAT64 = "universal_fat64_chained.in"
 FLAT = "flat_namespace_arm64_dyldinfo.in"  # left unchanged by prune
-CD_MAGIC, REQUIREMENTS_SLOT = 0xFADE0C02, 2
+CD_MAGIC, REQUIREMENTS_SLOT, ENTITLEMENTS_SLOT = 0xFADE0C02, 2, 5
 NO_LIEF = {**os.environ, "MACHOFIX_LIEF_PLUGIN": "/nonexistent/machofix-lief.so"}
 
 
@@ -59,11 +60,11 @@ def signature_after(machofix, source, *flags):
 
 
 class Case(tamper.CaseDirectory):
-    def identity_signed(self, fixture):
+    def identity_signed(self, fixture, *options):
         """The fixture re-signed as if with a Developer ID (tests/support/identity_sign.py)."""
         target = self.path("identity-" + fixture)
         subprocess.run([sys.executable, os.path.join(HERE, "..", "support", "identity_sign.py"),
-                        os.path.join(self.fixtures, fixture), target], check=True)
+                        os.path.join(self.fixtures, fixture), target, *options], check=True)
         with open(target, "rb") as handle:
             data = bytearray(handle.read())
         os.unlink(target)
@@ -235,6 +236,71 @@ def test_special_slot(case):
     return case.refusals(source, parts) + case.resigned(source, "arm64", slot_text, blob_at)
 
 
+def special_hashes(data):
+    """{slot: hash} of every special slot of the thin image's CodeDirectory."""
+    cd_at = tamper.blob_offset(data, 0, 0)
+    hash_offset, _, n_special = struct.unpack_from(">III", data, cd_at + 16)
+    hash_size = data[cd_at + 36]
+    return {slot: bytes(data[cd_at + hash_offset - slot * hash_size:cd_at + hash_offset - (slot - 1) * hash_size])
+            for slot in range(1, n_special + 1)}
+
+
+def test_adhoc_keeps_special_slots(case):
+    """--adhoc replaces an identity signature keeping every special-slot hash it had:
+    the requirements, a bundle's resources (slot 3, the highest here) and the
+    entitlements."""
+    problems = []
+    for options, slots in ((["--resources"], 3), (["--resources", "--entitlements"], 5)):
+        identity = case.identity_signed(THIN, *options)
+        source = case.write("identity" + "".join(options), identity)
+        output = case.path("adhoc" + "".join(options))
+        result = run(case.machofix, "sign", source, "--adhoc", "-o", output)
+        if result.returncode != 0:
+            problems.append(f"sign --adhoc {options}: exit {result.returncode}: {result.stderr.strip()}")
+            continue
+        with open(output, "rb") as handle:
+            after = special_hashes(bytearray(handle.read()))
+        before = special_hashes(identity)
+        if len(before) != slots or after != before:
+            problems.append(f"sign --adhoc {options}: special slots {sorted(before)} became {sorted(after)}, or a hash "
+                            f"changed: {[s for s in before if before[s] != after.get(s)]}")
+        verified = run(case.machofix, "-v", "verify", output)
+        if verified.returncode != 0 or "special slot 3 (resources) seals a file outside the Mach-O" not in verified.stdout:
+            problems.append(f"verify of the ad hoc replacement {options}: exit {verified.returncode}, "
+                            f"{verified.stdout.strip()[:300]}")
+    return problems
+
+
+def test_stripped_special_blob(case):
+    """A special slot that holds a hash while its blob was stripped from the superblob:
+    an invalid signature (the kernel refuses it). verify says so; prune and sign refuse
+    to launder it, and re-sign it only with --resign-invalid."""
+    data = case.identity_signed(THIN, "--entitlements")
+    dataoff, _ = tamper.signature_location(data, 0)
+    count = struct.unpack_from(">I", data, dataoff + 8)[0]
+    index = [struct.unpack_from(">II", data, dataoff + 12 + 8 * i) for i in range(count)]
+    kept = [(slot, offset) for slot, offset in index if slot != ENTITLEMENTS_SLOT]
+    struct.pack_into(">I", data, dataoff + 8, len(kept))
+    for i, (slot, offset) in enumerate(kept + [(0, 0)]):
+        struct.pack_into(">II", data, dataoff + 12 + 8 * i, slot, offset)
+    identity = case.write("stripped-identity", data)
+    cd_at = tamper.blob_offset(data, 0, 0)
+    hash_offset = struct.unpack_from(">I", data, cd_at + 16)[0]
+    hash_size = data[cd_at + 36]
+    slot_at = cd_at + hash_offset - ENTITLEMENTS_SLOT * hash_size
+    slot_text = (f"special slot 5 (entitlements) (slice bytes {slot_at:#x}-{slot_at + hash_size:#x}) "
+                 "holds a hash but no blob is there")
+    problems = []
+    verified = run(case.machofix, "verify", identity)
+    if verified.returncode != 1 or slot_text not in verified.stdout:
+        problems.append(f"verify does not say the entitlements blob is missing: exit {verified.returncode}, "
+                        f"{verified.stdout.strip()[:400]}")
+    parts = [identity, "slice arm64", f"offset {slot_at:#x}", slot_text]
+    problems += case.refusals(identity, parts, extra=["--adhoc"])
+    problems += case.resigned(identity, "arm64", slot_text, slot_at, extra=["--adhoc"])
+    return problems
+
+
 def test_identity_signed_changed(case):
     """--adhoc replaces an identity signature only if its hashes are valid."""
     data = case.identity_signed(THIN)
@@ -307,7 +373,8 @@ def test_directory(case):
 
 
 TESTS = [test_thin, test_fat, test_fat64, test_flat_namespace, test_pte, test_archive_member,
-         test_malformed_code_directory, test_special_slot, test_identity_signed_changed, test_refused_before_rewriting,
+         test_malformed_code_directory, test_special_slot, test_adhoc_keeps_special_slots, test_stripped_special_blob,
+         test_identity_signed_changed, test_refused_before_rewriting,
          test_directory]
 
 

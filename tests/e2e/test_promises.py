@@ -169,6 +169,82 @@ def backup_is_a_hard_link(machofix, scratch):
         expect(os.stat(path).st_ino != original_inode, "--in-place: the repaired file is a new inode")
 
 
+def backup_of_models(machofix, scratch):
+    """--in-place --backup on a .pte, and on the files of a directory walk: each
+    replaced original is kept as NAME+SUFFIX, the original inode with its bytes; the
+    repaired file is a new inode; a file that does not change gets no backup."""
+    directory = scratch.directory("backup_models")
+    pte = scratch.pte(directory, "model.pte")
+    before = {"model.pte": (state(pte)[0], os.stat(pte).st_ino)}
+    result = run(machofix, "prune", "--in-place", "--backup", ".orig", pte)
+    backup = pte + ".orig"
+    expect(result.returncode == 0 and os.path.exists(backup), "prune --in-place --backup on a .pte: the backup exists", result)
+    if os.path.exists(backup):
+        expect((state(backup)[0], os.stat(backup).st_ino) == before["model.pte"],
+               "--backup on a .pte: the backup is the original inode with the original bytes")
+        expect(os.stat(pte).st_ino != before["model.pte"][1] and state(pte)[0] != before["model.pte"][0],
+               "--in-place on a .pte: the repaired model is a new inode with new bytes")
+    tree = scratch.directory("backup_tree")
+    os.makedirs(os.path.join(tree, "sub"))
+    files = {"sub/model.pte": scratch.pte(os.path.join(tree, "sub"), "model.pte"),
+             "thin.dylib": scratch.copy(UNUSED, tree, "thin.dylib"),
+             "clean.dylib": scratch.copy(CLEAN, tree, "clean.dylib")}
+    before = {name: (state(path)[0], os.stat(path).st_ino) for name, path in files.items()}
+    result = run(machofix, "prune", "--in-place", "--backup", ".orig", tree)
+    expect(result.returncode == 0, "prune --in-place --backup on a directory: exits 0", result)
+    for name in ("sub/model.pte", "thin.dylib"):
+        backup = files[name] + ".orig"
+        expect(os.path.exists(backup) and (state(backup)[0], os.stat(backup).st_ino) == before[name]
+               and os.stat(files[name]).st_ino != before[name][1],
+               f"--backup in a directory walk: {name}'s backup is its original inode and bytes, the file a new inode")
+    expect(not os.path.exists(files["clean.dylib"] + ".orig") and state(files["clean.dylib"])[0] == before["clean.dylib"][0]
+           and os.stat(files["clean.dylib"]).st_ino == before["clean.dylib"][1],
+           "--backup in a directory walk: a file with nothing to change is left as it is, with no backup")
+
+
+def archive_gate(machofix, scratch):
+    """An archive one of whose members cannot be read: check and prune fail (exit 2),
+    the error names the archive, the member and the offset, prune writes nothing; a
+    finding in a member gives the load command's offset in the member's own bytes."""
+    directory = scratch.directory("archive_gate")
+    good = scratch.copy(UNUSED, directory, "good.dylib")
+    broken = os.path.join(directory, "broken.dylib")
+    with open(good, "rb") as source, open(broken, "wb") as target:
+        target.write(source.read(100))  # a Mach-O header whose load commands are cut off
+    archive = scratch.tar(directory, "models.tar.gz", [good, broken])
+    before = state(archive)
+    result = run(machofix, "check", archive)
+    expect(result.returncode == 2 and f"{archive}: broken.dylib: offset 0x14:" in result.stderr
+           and "libomp" in result.stdout, "check on an archive with an unreadable member: exit 2, the member's error "
+           "named with its offset, the other member's findings still reported", result)
+    out = os.path.join(directory, "out.tar.gz")
+    for mode in (["-o", out], ["--in-place"]):
+        result = run(machofix, "prune", archive, *mode)
+        expect(result.returncode == 2 and "broken.dylib" in result.stderr and not os.path.exists(out)
+               and state(archive) == before and sorted(os.listdir(directory)) == ["broken.dylib", "good.dylib", "models.tar.gz"],
+               f"prune {' '.join(mode)} on it: exit 2, nothing written, the archive untouched", result)
+    clean_archive = scratch.tar(directory, "good.tar.gz", [good])
+    document = json.loads(run(machofix, "check", clean_archive, "--json", "-").stdout)
+    sarif_path = os.path.join(directory, "findings.sarif")
+    run(machofix, "check", clean_archive, "--sarif", sarif_path)
+    sarif = json.load(open(sarif_path))["runs"][0]["results"]
+    with open(good, "rb") as handle:
+        member_bytes = handle.read()
+    for finding, result_entry in zip(document["findings"], sarif):
+        at = finding["member_offset"]
+        command = struct.unpack_from("<II", member_bytes, at) if at is not None else (0, 0)
+        name_at = at + struct.unpack_from("<I", member_bytes, at + 8)[0] if at is not None else 0
+        named = member_bytes[name_at:member_bytes.index(b"\0", name_at)].decode() if at is not None else ""
+        expect(finding["offset"] is None and finding["member"] == "good.dylib" and command[0] == 0xC
+               and named == finding["dylib"],
+               f"JSON: a finding in a member ({finding['rule']}) has no archive offset, and its member_offset is the "
+               f"LC_LOAD_DYLIB naming {finding['dylib']} in the member")
+        properties = result_entry["properties"]
+        expect(properties.get("member") == "good.dylib" and properties.get("memberOffset") == at
+               and "region" not in result_entry["locations"][0]["physicalLocation"],
+               "SARIF: the same finding carries member and memberOffset, and no region in the archive")
+
+
 def signing_options(machofix, scratch):
     directory = scratch.directory("signing")
     unsigned = scratch.copy(UNSIGNED, directory, "unsigned.dylib")
@@ -182,6 +258,13 @@ def signing_options(machofix, scratch):
         expect(all(status == "valid" for status, _ in codesign_check.check_file(signed)),
                "sign: the new signature is valid for the independent checker")
     pruned = os.path.join(directory, "pruned.dylib")
+    renamed = os.path.join(directory, "renamed.dylib")
+    result = run(machofix, "sign", signed, "-o", renamed, "--identifier", "com.example.other")
+    expect(result.returncode == 2 and "cannot change the identifier of an existing signature (it is 'com.example.model')"
+           in result.stderr and "keeps the signature's CodeDirectory" in result.stderr and not os.path.exists(renamed),
+           "sign --identifier on a signed file: refused, saying it cannot and why; nothing written", result)
+    result = run(machofix, "sign", signed, "-o", renamed, "--identifier", "com.example.model")
+    expect(result.returncode == 0, "sign --identifier naming the identifier it already has: exits 0", result)
     result = run(machofix, "prune", unsigned, "-o", pruned)
     expect(result.returncode == 0 and all(status == "unsigned" for status, _ in codesign_check.check_file(pruned)),
            "prune without --sign leaves an unsigned slice unsigned", result)
@@ -246,8 +329,8 @@ def universal_layout(machofix, scratch):
 def main():
     machofix, pte_writer, fixtures, work = [os.path.abspath(a) for a in sys.argv[1:5]]
     scratch = Scratch(work, fixtures, pte_writer)
-    for test in (dry_run_writes_nothing, verify_statuses, check_statuses, backup_is_a_hard_link, signing_options,
-                 policy_options, universal_layout):
+    for test in (dry_run_writes_nothing, verify_statuses, check_statuses, backup_is_a_hard_link, backup_of_models,
+                 archive_gate, signing_options, policy_options, universal_layout):
         test(machofix, scratch)
     for failure in failures:
         print("FAIL:", failure)

@@ -20,11 +20,13 @@ import hashlib
 import base64
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
+import urllib.parse
 
 try:
     import jsonschema
@@ -134,6 +136,43 @@ def result_view(result):
             "rpath": properties.get("rpath"), "symbols": properties.get("symbols")}
 
 
+URI_CHARACTERS = re.compile(r"^[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]*$")
+
+
+def resolved(uri, base):
+    """The file a SARIF artifact location names: the percent-decoded URI, against
+    the base URI when it is relative."""
+    absolute = urllib.parse.urljoin(base, uri) if base else uri
+    parsed = urllib.parse.urlparse(absolute)
+    return urllib.parse.unquote(parsed.path) if parsed.scheme == "file" else None
+
+
+def odd_names(machofix, fixtures, work, validator):
+    """Paths with spaces, '#', '%' and non-ASCII characters, below the current directory
+    (in a directory with such a name too) and outside it: each artifact location is a
+    valid URI (percent-encoded, no fragment or stray '%') that maps back to the file."""
+    directory = os.path.join(work, "odd dir #1 %41 é")
+    os.makedirs(directory)
+    names = ["a b.dylib", "x#y.dylib", "100%.dylib", "ünïcode-模型.dylib", "%20literal.dylib"]
+    for name in names:
+        shutil.copyfile(os.path.join(fixtures, "aoti_metal_arm64_chained.in"), os.path.join(directory, name))
+    for cwd, label in ((directory, "below the current directory"), ("/", "outside it (absolute file: URIs)")):
+        result = run(machofix, "check", "--sarif", "-", "--no-contract", *[os.path.join(directory, n) for n in names],
+                     cwd=cwd)
+        document = json.loads(result.stdout) if result.stdout.startswith("{") else {}
+        run_ = document.get("runs", [{}])[0]
+        base = run_.get("originalUriBaseIds", {}).get("%SRCROOT%", {}).get("uri", "")
+        locations = [r["locations"][0]["physicalLocation"]["artifactLocation"] for r in run_.get("results", [])]
+        files = {resolved(loc["uri"], base if loc.get("uriBaseId") else None) for loc in locations}
+        expect(result.returncode == 1 and not list(validator.iter_errors(document))
+               and files == {os.path.join(directory, n) for n in names},
+               f"odd file names {label}: every artifact location resolves to its file", json.dumps(locations)[:400])
+        expect(all(URI_CHARACTERS.match(loc["uri"]) and "#" not in loc["uri"] and " " not in loc["uri"]
+                   and re.fullmatch(r"([^%]|%[0-9A-F]{2})*", loc["uri"]) for loc in locations + [{"uri": base}]),
+               f"odd file names {label}: the URIs are RFC 3986 (no space, no '#', every '%' an escape)",
+               json.dumps(locations)[:400])
+
+
 def main(argv):
     machofix, pte_writer, fixtures, work = [os.path.abspath(a) for a in argv[1:5]]
     shutil.rmtree(work, ignore_errors=True)
@@ -217,6 +256,7 @@ def main(argv):
     expect(uris and all(u["uri"] == "file://" + os.path.join(models, "contract_rpaths_arm64_chained.in")
                         and "uriBaseId" not in u for u in uris),
            "a file outside the current directory: an absolute file: URI", json.dumps(uris)[:300])
+    odd_names(machofix, fixtures, work, validator)
     both = run(machofix, "check", "--sarif", "-", "--json", "-", os.path.join(models, "all_used_arm64_chained.in"))
     expect(both.returncode == 2 and both.stdout == "", "--sarif - with --json -: refused, exit 2", both.stderr)
     unwritable = run(machofix, "check", "--sarif", os.path.join(work, "no", "such", "dir", "out.sarif"),

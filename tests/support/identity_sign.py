@@ -6,8 +6,11 @@ that machofix refuses to re-sign it without --adhoc. No certificate is involved:
 the CMS blob holds placeholder bytes, which is all machofix looks at (the CMS
 signature itself cannot be checked without Apple's trust store). The CodeDirectory
 is rebuilt codesign-style: flags 0 (not ad hoc), two special slots, the
-requirements hash in slot 2, the code-page hashes of the input kept.
-Usage: identity_sign.py IN OUT
+requirements hash in slot 2, the code-page hashes of the input kept. With
+--resources, slot 3 seals a bundle's CodeResources (a file outside the Mach-O: the
+hash of placeholder bytes), so that three slots are used; with --entitlements, an
+entitlements blob is added too, sealed in slot 5.
+Usage: identity_sign.py IN OUT [--resources] [--entitlements]
 """
 import hashlib
 import struct
@@ -34,7 +37,12 @@ def code_directory(superblob):
     raise SystemExit("no CodeDirectory")
 
 
-def rebuild_cd(superblob, requirements, image):
+RESOURCES_HASH = hashlib.sha256(b"placeholder CodeResources").digest()
+
+
+def rebuild_cd(superblob, sealed, image):
+    """`sealed`: {slot: bytes hashed into it} for the special slots, the highest first
+    in the CodeDirectory (slot n sits n hashes before the code hashes)."""
     at = code_directory(superblob)
     (magic, length, version, flags, hash_offset, ident_offset, n_special, n_code, code_limit, hash_size, hash_type,
      platform, page_log2) = struct.unpack_from(">IIIIIIIIIBBBB", superblob, at)
@@ -43,11 +51,13 @@ def rebuild_cd(superblob, requirements, image):
     code_hashes = b"".join(hashlib.sha256(image[p * page:min((p + 1) * page, code_limit)]).digest()[:hash_size]
                            for p in range(n_code))
     header_size = 88  # version 0x20400
-    special = [b"\0" * hash_size, hashlib.sha256(requirements).digest()[:hash_size]]  # slots 1, 2
+    n_special = max(sealed)
+    special = [sealed[slot][:hash_size] if slot in sealed else b"\0" * hash_size for slot in range(1, n_special + 1)]
     ident_at = header_size
-    new_hash_offset = ident_at + len(identifier) + 2 * hash_size
+    new_hash_offset = ident_at + len(identifier) + n_special * hash_size
     header = struct.pack(">IIIIIIIIIBBBBI", 0xFADE0C02, new_hash_offset + len(code_hashes), 0x20400, 0,
-                         new_hash_offset, ident_at, 2, n_code, code_limit, hash_size, hash_type, platform, page_log2, 0)
+                         new_hash_offset, ident_at, n_special, n_code, code_limit, hash_size, hash_type, platform,
+                         page_log2, 0)
     tail = superblob[at + 44:at + header_size]  # scatter, team, spare3, codeLimit64, execSeg fields as they were
     header += bytes(tail[:4]) + struct.pack(">I", 0) + bytes(tail[8:])  # no team id
     return header + identifier + b"".join(reversed(special)) + code_hashes
@@ -55,18 +65,28 @@ def rebuild_cd(superblob, requirements, image):
 
 def main():
     source, target = sys.argv[1:3]
+    options = sys.argv[3:]
     image = bytearray(open(source, "rb").read())
     signature = next(offset for cmd, offset in commands(image) if cmd == LC_CODE_SIGNATURE)
     dataoff, datasize = struct.unpack_from("<II", image, signature + 8)
     if dataoff + datasize != len(image):
         raise SystemExit("the signature must end the file (as ld64.lld places it)")
     requirements = struct.pack(">III", 0xFADE0C01, 12, 0)
+    entitlements_xml = b'<?xml version="1.0" encoding="UTF-8"?><plist version="1.0"><dict/></plist>\n'
+    entitlements = struct.pack(">II", 0xFADE7171, 8 + len(entitlements_xml)) + entitlements_xml
     cms = struct.pack(">II", 0xFADE0B01, 8 + 512) + bytes([0x30]) * 512  # placeholder, not a real CMS
     old_superblob = bytes(image[dataoff:dataoff + datasize])
 
     def superblob_for(image):
-        cd = rebuild_cd(old_superblob, requirements, image)
-        blobs = [(0, cd), (2, requirements), (0x10000, cms)]
+        sealed = {2: hashlib.sha256(requirements).digest()}
+        blobs = [(2, requirements)]
+        if "--resources" in options:
+            sealed[3] = RESOURCES_HASH
+        if "--entitlements" in options:
+            sealed[5] = hashlib.sha256(entitlements).digest()
+            blobs.append((5, entitlements))
+        cd = rebuild_cd(old_superblob, sealed, image)
+        blobs = [(0, cd)] + blobs + [(0x10000, cms)]
         offset = 12 + 8 * len(blobs)
         index, body = b"", b""
         for slot, blob in blobs:

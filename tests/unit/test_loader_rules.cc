@@ -517,6 +517,79 @@ TEST_CASE("SDK gates: a rule dyld enforces only from some SDK on is not applied 
   }
 }
 
+// dyld3's MachOAnalyzer::enforceFormat, threshold by threshold: for each gated rule and
+// each platform, the SDK from which it is enforced (0: always). iOS, tvOS and Mac
+// Catalyst share a column; the duplicate-dylib rule goes by mach_o::Policy's fall 2024
+// releases instead.
+TEST_CASE("SDK gates: every gated rule, on macOS, iOS, tvOS, Mac Catalyst and watchOS, enforced from its SDK on") {
+  constexpr uint32_t kMacOS = 1, kIOS = 2, kTVOS = 3, kWatchOS = 4, kCatalyst = 6;
+  struct Gated {
+    std::string what;
+    const char* rule;
+    uint32_t macos, ios, watchos;  // the first SDK that enforces it; 0: every SDK
+    std::function<std::vector<uint8_t>(std::vector<uint8_t> platform_command)> build;
+  };
+  auto on = [](MachOBuilder builder, std::vector<uint8_t> platform) { return builder.command(LC_BUILD_VERSION, std::move(platform)); };
+  std::vector<Gated> gates = {
+      {"LINKEDIT content misaligned", "linkedit-align", version(10, 14), version(13), version(8), [&](auto platform) {
+         Image image = on(dyld_info_dylib().linkedit_data(LC_FUNCTION_STARTS, {1, 2, 3}), platform).build();
+         const CommandInfo& starts = image.command(LC_FUNCTION_STARTS);
+         return image.put32(starts.blobs[0].field_offset, static_cast<uint32_t>(starts.blobs[0].range.offset + 1)).bytes;
+       }},
+      {"the code signature misaligned", "linkedit-align", version(10, 15), version(13), version(8), [&](auto platform) {
+         Image image = on(dyld_info_dylib().linkedit_data(macho::LC_CODE_SIGNATURE, std::vector<uint8_t>(32, 0)), platform).build();
+         const CommandInfo& signature = image.command(macho::LC_CODE_SIGNATURE);
+         // dyld aligns it as every LINKEDIT blob, to the pointer size; its own gate relaxes it for older SDKs.
+         return image.put32(signature.blobs[0].field_offset, static_cast<uint32_t>(signature.blobs[0].range.offset + 4)).bytes;
+       }},
+      {"local relocations beside LC_DYLD_INFO_ONLY", "fixups-one-encoding", version(10, 14), 0, 0, [&](auto platform) {
+         Image image = on(dyld_info_dylib(), platform).build();
+         return image.put32(image.command(macho::LC_DYSYMTAB).offset + 76, 1).bytes;  // nlocrel
+       }},
+      {"segments out of order", "seg-order", version(10, 15), version(13), version(8), [&](auto platform) {
+         Image image = on(executable(), platform).build();
+         return image.put64(linkedit_command(image) + kVmaddr, 0x10000).bytes;
+       }},
+      {"__TEXT not r-x", "seg-protection", version(10, 15), 0, 0, [&](auto platform) {
+         Image image = on(dyld_info_dylib(), platform).build();
+         return image.put32(text_command(image) + kInitprot, 7).bytes;
+       }},
+      {"__LINKEDIT not r--", "seg-protection", version(10, 15), version(13), version(8), [&](auto platform) {
+         Image image = on(dyld_info_dylib(), platform).build();
+         return image.put32(linkedit_command(image) + kInitprot, 3).bytes;
+       }},
+      {"a section that starts inside its segment and ends past it", "sect-in-segment", version(10, 16), version(14),
+       version(8), [&](auto platform) {
+         Image image = on(executable(), platform).build();
+         uint64_t segment = text_command(image), section = segment + 72;
+         uint64_t segment_end = read_u64(image.bytes, segment + kVmaddr) + read_u64(image.bytes, segment + kVmsize);
+         return image.put64(section + 40, segment_end - read_u64(image.bytes, section + 32) + 1).bytes;
+       }},
+      {"no dependent dylib", "dylib-linked", version(12), version(15), version(8), [&](auto platform) {
+         return on(MachOBuilder().id_dylib("/usr/lib/libalone.dylib").uuid(), platform).build().bytes;
+       }},
+      {"no LC_UUID", "uuid-present", version(12), version(15), version(8),
+       [&](auto platform) { return on(chained_dylib(), platform).build().bytes; }},
+      {"a dylib linked twice", "dylib-duplicate", version(15), version(18), version(11), [&](auto platform) {
+         return on(MachOBuilder().load_dylib(kSystem).load_dylib(kSystem).uuid(), platform).build().bytes;
+       }},
+  };
+  for (const Gated& gated : gates) {
+    for (uint32_t platform : {kMacOS, kIOS, kTVOS, kCatalyst, kWatchOS}) {
+      uint32_t from = platform == kMacOS ? gated.macos : platform == kWatchOS ? gated.watchos : gated.ios;
+      CAPTURE(gated.what);
+      CAPTURE(platform);
+      CAPTURE(from);
+      auto broken_with_sdk = [&](uint32_t sdk) { return rule_ids(rules_of(gated.build(build_version(sdk, platform)))); };
+      // The rule holds from its SDK on ...
+      CHECK(broken_with_sdk(from ? from : version(1)).count(gated.rule));
+      CHECK(broken_with_sdk(version(26)).count(gated.rule));
+      // ... and not on the release just before (a minor release less, or a major one).
+      if (from) CHECK(!broken_with_sdk(from - 0x100).count(gated.rule));
+    }
+  }
+}
+
 TEST_CASE("what dyld lets pass is not flagged") {
   SUBCASE("Go's __DWARF segment anywhere in the order") {
     Image image = executable().build();

@@ -419,6 +419,28 @@ TEST_CASE("chained fixups format 3: an ordinal above 255 is written in both byte
   CHECK(reread.imports[2].ordinal == 253);
 }
 
+// Renumberings that change the high byte of the 16-bit ordinal: 257 -> 255 crosses
+// down below 256 (0x0101 -> 0x00ff), 513 -> 511 crosses 512 (0x0201 -> 0x01ff). A
+// writer of the low byte alone would leave 0x01ff and 0x02ff.
+TEST_CASE("chained fixups format 3: renumberings across 256 and 512 rewrite both bytes, apply_prune only") {
+  Image image = numbered(520)
+                    .chained_fixups(macho::DYLD_CHAINED_IMPORT_ADDEND64, {{1, "_a"}, {257, "_x"}, {513, "_y"}})
+                    .build();
+  MachO before = parse_macho(image.view());
+  ImportScan scan = scan_imports(before);
+  PrunePlan plan = plan_prune(before, analyze(before, scan), only_numbered({2, 3}));
+  std::vector<uint8_t> after = apply_prune(before, scan, plan);
+  CHECK(dylib_names(after) == numbered_names(520, {2, 3}));
+  std::vector<uint8_t> expected = without_dylibs(image, {2, 3});
+  write_u16(expected, image.chained_import_offsets[1], 255);
+  write_u16(expected, image.chained_import_offsets[2], 511);
+  CHECK(first_difference(after, expected) == "identical");
+  ImportScan reread = scan_imports(parse_macho(Bytes(after)));
+  REQUIRE(reread.imports.size() == 3);
+  CHECK(reread.imports[1].ordinal == 255);
+  CHECK(reread.imports[2].ordinal == 511);
+}
+
 // Regression test, formerly a limitation (core/lief/lief_check.cc, compare_commands): LIEF 0.9 parses at most 255
 // load commands, so cross_check_with_lief() rejects every file with more ("LIEF sees
 // fewer load commands") and such files can never be pruned. Expected to fail until
