@@ -7,6 +7,7 @@
 // removed dylib commands taken out of the load-command area (later commands shifted
 // down, the freed bytes zero, ncmds/sizeofcmds updated) and the expected ordinal
 // bytes written at the offsets the builder reported. Nothing else may differ.
+#include <array>
 #include <doctest/doctest.h>
 
 #include <set>
@@ -398,47 +399,39 @@ TEST_CASE("chained fixups format 3 (DYLD_CHAINED_IMPORT_ADDEND64): 16-bit lib_or
 
 // 256+ dependent dylibs need 256+ load commands, more than LIEF 0.9 reads (its
 // BinaryParser::MAX_COMMANDS is 255), so the LIEF cross-check cannot pass; the
-// rewrite itself is checked here without verify_prune.
-TEST_CASE("chained fixups format 3: an ordinal above 255 is written in both bytes (258 -> 256), apply_prune only") {
-  Image image = numbered(260)
-                    .chained_fixups(macho::DYLD_CHAINED_IMPORT_ADDEND64, {{1, "_a"}, {258, "_big"}, {255, "_edge"}})
-                    .build();
+// rewrite itself is checked here without verify_prune. Dylibs 2 and 3 are removed
+// from `count`; imports[1] and [2] must read `expected` afterwards, in both bytes.
+namespace {
+
+void check_chained16_renumbering(int count, const std::vector<ChainedImport>& imports, std::array<int, 2> expected) {
+  Image image = numbered(count).chained_fixups(macho::DYLD_CHAINED_IMPORT_ADDEND64, imports).build();
   MachO before = parse_macho(image.view());
   ImportScan scan = scan_imports(before);
   PrunePlan plan = plan_prune(before, analyze(before, scan), only_numbered({2, 3}));
   std::vector<uint8_t> after = apply_prune(before, scan, plan);
-  CHECK(dylib_names(after) == numbered_names(260, {2, 3}));
-  std::vector<uint8_t> expected = without_dylibs(image, {2, 3});
-  write_u16(expected, image.chained_import_offsets[1], 256);
-  write_u16(expected, image.chained_import_offsets[2], 253);
-  CHECK(first_difference(after, expected) == "identical");
+  CHECK(dylib_names(after) == numbered_names(count, {2, 3}));
+  std::vector<uint8_t> bytes = without_dylibs(image, {2, 3});
+  write_u16(bytes, image.chained_import_offsets[1], static_cast<uint16_t>(expected[0]));
+  write_u16(bytes, image.chained_import_offsets[2], static_cast<uint16_t>(expected[1]));
+  CHECK(first_difference(after, bytes) == "identical");
   // Our own reading of the result agrees (verify_prune minus LIEF).
   ImportScan reread = scan_imports(parse_macho(Bytes(after)));
   REQUIRE(reread.imports.size() == 3);
-  CHECK(reread.imports[1].ordinal == 256);
-  CHECK(reread.imports[2].ordinal == 253);
+  CHECK(reread.imports[1].ordinal == expected[0]);
+  CHECK(reread.imports[2].ordinal == expected[1]);
+}
+
+}  // namespace
+
+TEST_CASE("chained fixups format 3: an ordinal above 255 is written in both bytes (258 -> 256), apply_prune only") {
+  check_chained16_renumbering(260, {{1, "_a"}, {258, "_big"}, {255, "_edge"}}, {256, 253});
 }
 
 // Renumberings that change the high byte of the 16-bit ordinal: 257 -> 255 crosses
 // down below 256 (0x0101 -> 0x00ff), 513 -> 511 crosses 512 (0x0201 -> 0x01ff). A
 // writer of the low byte alone would leave 0x01ff and 0x02ff.
 TEST_CASE("chained fixups format 3: renumberings across 256 and 512 rewrite both bytes, apply_prune only") {
-  Image image = numbered(520)
-                    .chained_fixups(macho::DYLD_CHAINED_IMPORT_ADDEND64, {{1, "_a"}, {257, "_x"}, {513, "_y"}})
-                    .build();
-  MachO before = parse_macho(image.view());
-  ImportScan scan = scan_imports(before);
-  PrunePlan plan = plan_prune(before, analyze(before, scan), only_numbered({2, 3}));
-  std::vector<uint8_t> after = apply_prune(before, scan, plan);
-  CHECK(dylib_names(after) == numbered_names(520, {2, 3}));
-  std::vector<uint8_t> expected = without_dylibs(image, {2, 3});
-  write_u16(expected, image.chained_import_offsets[1], 255);
-  write_u16(expected, image.chained_import_offsets[2], 511);
-  CHECK(first_difference(after, expected) == "identical");
-  ImportScan reread = scan_imports(parse_macho(Bytes(after)));
-  REQUIRE(reread.imports.size() == 3);
-  CHECK(reread.imports[1].ordinal == 255);
-  CHECK(reread.imports[2].ordinal == 511);
+  check_chained16_renumbering(520, {{1, "_a"}, {257, "_x"}, {513, "_y"}}, {255, 511});
 }
 
 // Regression test, formerly a limitation (core/lief/lief_check.cc, compare_commands): LIEF 0.9 parses at most 255
