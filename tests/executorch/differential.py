@@ -17,7 +17,7 @@ and `sign -o` on every fourth. Counted, and each required to be zero:
 Every variant that disagreed once is kept in tests/executorch/regressions.jsonl (the
 base file and the exact edits) and replayed first on every run.
 
-Usage: differential.py MACHOFIX RUNTIME_LOADER PTE_WRITER WORKDIR [--variants N] [--record]
+Usage: differential.py MACHOFIX RUNTIME_LOADER PTE_WRITER WORKDIR [--variants N] [--regressions N] [--record]
 Exit 77 (skipped) when RUNTIME_LOADER is empty: the runtime's sources were not found.
 """
 import argparse
@@ -45,11 +45,12 @@ TIMEOUT = 60
 # written. The message says what machofix will not do and why. Anything else on a
 # file that loads is a false rejection.
 OWN_REASONS = re.compile(
-    r"signature|signed with an identity|loader rule|dyld|cannot be patched in place|"
-    r"Mach-O|load command|__LINKEDIT|ordinal|symbol|fixup|bind|segment .* overlaps|"
-    r"also the Program's|also the payload of|cannot rewrite|machofix does not|cannot renew|"
-    r"no dependent dylib|verifying the output before committing it|"
-    r"named data '[^']*' \(segment \d+\): ")  # an error inside a Mach-O blob: dyld's business
+    r"the input signature is invalid|signed with an identity|\(loader rule [a-z0-9-]+\)|"
+    r"slice \S+ \(offset 0x[0-9a-f]+, size 0x[0-9a-f]+\) runs past the end of the file|"
+    r"overlaps segment \d+|also the Program's|also the payload of|cannot be patched in place|"
+    r"machofix cannot renew|by a name machofix cannot renew|shares bytes with a key machofix renews|"
+    r"machofix does not move segments|no dependent dylib's install name matches|"
+    r"verifying the output before committing it")
 INTERESTING_32 = [0, 1, 2, 7, 8, 0x7F, 0x80, 0xFF, 0x100, 0xFFFF, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 0xFFFFFFFE]
 INTERESTING_64 = [0, 1, 8, 24, 32, 63, 64, 4096, 1 << 31, 1 << 32, (1 << 63), (1 << 64) - 1, (1 << 64) - 8]
 
@@ -235,7 +236,7 @@ def judge(variant):
     """Runs every judge on one variant; returns its findings (empty when all agree)."""
     name, path, edits, full = variant
     loads, loaded = runtime_loads(path)
-    findings = []
+    findings, own = [], []
     commands = [("check", [ARGS.machofix, "check", "--no-contract", path], None)]
     out = path + ".out"
     commands.append(("prune", [ARGS.machofix, "prune", path, "-o", out], out))
@@ -245,7 +246,7 @@ def judge(variant):
                                   "@rpath/libomp.dylib", path, "-o", out + "e"], out + "e"))
         commands.append(("sign", [ARGS.machofix, "sign", path, "-o", out + "s"], out + "s"))
     for what, command, output in commands:
-        code, out, err = run(command)
+        code, stdout, err = run(command)
         problem = machofix_problem(code, err)
         if problem:
             findings.append(f"{what}: {problem} ({code})")
@@ -254,9 +255,13 @@ def judge(variant):
             if not loads and code != 2:
                 findings.append(f"gate pass: check exit {code}, runtime refuses ({loaded['refused']})")
         if what == "inspect" and loads and code == 0:
-            findings += compare_keys(loaded, json.loads(out))
-        if loads and code == 2 and not OWN_REASONS.search(err):
-            findings.append(f"false rejection: {what}: {err.strip()[:300]}")
+            findings += compare_keys(loaded, json.loads(stdout))
+        if loads and code == 2:
+            reason = OWN_REASONS.search(err)
+            if reason:
+                own.append(f"{what}: {reason.group(0)}")
+            else:
+                findings.append(f"false rejection: {what}: {err.strip()[:300]}")
         if output and os.path.exists(output):
             if not loads:
                 findings.append(f"bad output: {what} wrote a file from an input the runtime refuses")
@@ -265,7 +270,7 @@ def judge(variant):
                 if not out_loads:
                     findings.append(f"bad output: {what}'s output is refused: {out_report['refused']}")
             os.remove(output)
-    return name, edits, loads, loaded.get("refused", {}).get("stage") if not loads else None, findings
+    return name, edits, loads, loaded.get("refused", {}).get("stage") if not loads else None, findings, own
 
 
 def variants(bases, count, work):
@@ -273,7 +278,9 @@ def variants(bases, count, work):
     items = []
     by_name = {name: (path, data, info) for name, path, data, info in bases}
     if os.path.exists(REGRESSIONS):
-        for number, line in enumerate(open(REGRESSIONS)):
+        lines = open(REGRESSIONS).read().splitlines()
+        step = max(1, -(-len(lines) // ARGS.regressions)) if ARGS.regressions else 1
+        for number, line in list(enumerate(lines))[::step]:
             case = json.loads(line)
             if case["base"] in by_name:
                 items.append((f"regression {number}", case["base"], case["edits"]))
@@ -300,6 +307,8 @@ def main():
     parser.add_argument("pte_writer")
     parser.add_argument("work")
     parser.add_argument("--variants", type=int, default=2400)
+    parser.add_argument("--regressions", type=int, default=0,
+                        help="replay at most this many regression cases, evenly spread (default: all)")
     parser.add_argument("--record", action="store_true", help="append new disagreements to the regression list")
     ARGS = parser.parse_args()
     if not ARGS.loader:
@@ -323,9 +332,12 @@ def main():
     counts = {"loads": 0, "refused": 0, "false rejections": 0, "gate passes": 0, "bad outputs": 0, "key readings": 0,
               "crashes": 0, "hangs": 0}
     disagreeing = []
-    stages = {}
+    stages, own_refusals = {}, {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        for name, edits, loads, stage, findings in pool.map(judge, jobs):
+        for name, edits, loads, stage, findings, own in pool.map(judge, jobs):
+            for refusal in own:
+                key = re.sub(r"0x[0-9a-f]+|\d+", "N", refusal)
+                own_refusals[key] = own_refusals.get(key, 0) + 1
             counts["loads" if loads else "refused"] += 1
             if stage:
                 stages[stage] = stages.get(stage, 0) + 1
@@ -342,6 +354,8 @@ def main():
     print(f"differential: {len(jobs)} variants of {len(bases)} files; the runtime loads {counts['loads']}, "
           f"refuses {counts['refused']}")
     print("  refused at: " + ", ".join(f"{stage} {n}" for stage, n in sorted(stages.items())))
+    print(f"  machofix's own refusals of files the runtime loads: {sum(own_refusals.values())} ("
+          + ", ".join(f"{key} {n}" for key, n in sorted(own_refusals.items(), key=lambda item: -item[1])) + ")")
     print("  " + ", ".join(f"{key} {counts[key]}" for key in
                            ("false rejections", "gate passes", "bad outputs", "key readings", "crashes", "hangs")))
     if ARGS.record and disagreeing:
