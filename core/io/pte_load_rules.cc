@@ -27,11 +27,9 @@ constexpr uint32_t kPtdMinimumHeader = 40;  // FlatTensorHeader: ... and segment
 constexpr uint64_t kIdentifierEnd = 8;      // root offset and file identifier
 constexpr int8_t kScalarTypeCount = 30;     // ScalarType 0..29 (Undefined is 30)
 
-// FileDataLoader::load: offset + size must not overflow nor pass the end of the file.
-bool loadable(const Bytes& file, uint64_t offset, uint64_t size) {
-  uint64_t end = 0;
-  return !__builtin_add_overflow(offset, size, &end) && end <= file.size();
-}
+// FileDataLoader::load: offset + size must not overflow nor pass the end of the file
+// (core/base/bytes.h's fits).
+bool loadable(const Bytes& file, uint64_t offset, uint64_t size) { return fits(offset, size, file.size()); }
 
 // ExecuTorch's elementSize, by ScalarType.
 uint64_t element_size(int8_t scalar_type) {
