@@ -50,6 +50,18 @@ inline int64_t read_fully_at(int fd, uint8_t* into, uint64_t length, uint64_t of
   return static_cast<int64_t>(done);
 }
 
+// Writes `length` bytes at `offset` of `fd`, in as many calls as it takes: false on an
+// error (errno; a write of 0 bytes, which a full device can give, counts as ENOSPC).
+inline bool write_fully_at(int fd, const uint8_t* data, uint64_t length, uint64_t offset) {
+  while (length > 0) {
+    ssize_t written = retry_on_eintr([&] { return pwrite(fd, data, length, static_cast<off_t>(offset)); });
+    if (written == 0) errno = ENOSPC;
+    if (written <= 0) return false;
+    data += written, offset += static_cast<uint64_t>(written), length -= static_cast<uint64_t>(written);
+  }
+  return true;
+}
+
 // The bytes in lowercase hex, two digits each.
 inline std::string hex_bytes(const uint8_t* data, size_t size) {
   static const char digits[] = "0123456789abcdef";

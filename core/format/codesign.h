@@ -1,6 +1,6 @@
 // Embedded code signatures (LC_CODE_SIGNATURE): read, verify, renew, add.
 //
-// See shared/spec/codesign.md. A renewal keeps the existing structure (blobs, order,
+// See docs/codesign.md. A renewal keeps the existing structure (blobs, order,
 // identifier, flags, hash types, page size) and recomputes only hashes, so re-signing
 // a valid file changes nothing.
 //

@@ -5,7 +5,7 @@
 // Bytes::get<T>, written with put<T>; a field's offset is offsetof(T, field). A
 // CodeDirectory's fixed header is as long as its version makes it: it is read and
 // written through read_fixed_header and put_fixed_header (codesign_internal.h).
-// See shared/spec/codesign.md.
+// See docs/codesign.md.
 #pragma once
 
 #include <cstddef>

@@ -1,7 +1,7 @@
 // Every place a library ordinal is stored, and every import it serves.
 //
-// scan_imports() walks all sources listed in shared/spec/macho-dylibs.md: undefined
-// nlist n_desc, bind and lazy-bind opcodes, chained-fixups imports (three formats)
+// scan_imports() walks all sources listed in docs/macho-dylibs.md: undefined nlist
+// n_desc, bind and lazy-bind opcodes, chained-fixups imports (three formats)
 // and re-export entries of both exports tries. It produces
 //  - sites: where an ordinal is written and how (the rewriter renumbers these),
 //  - imports: which symbol each site serves (analysis and verification use these), and

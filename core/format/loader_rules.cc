@@ -202,8 +202,7 @@ size_t Check::dependent_dylib_count() const {
   if (dylib_count_) return *dylib_count_;  // asked once per bind
   size_t count = 0;
   for (const Command& command : commands)
-    count += command.cmd == macho::LC_LOAD_DYLIB || command.cmd == macho::LC_LOAD_WEAK_DYLIB ||
-             command.cmd == macho::LC_REEXPORT_DYLIB || command.cmd == macho::LC_LOAD_UPWARD_DYLIB;
+    count += macho::takes_library_ordinal(command.cmd);
   dylib_count_ = count;
   return count;
 }
@@ -218,44 +217,8 @@ std::optional<std::string> Check::install_name() const {
   return name;
 }
 
-const char* command_name(uint32_t cmd) {
-  switch (cmd) {
-    case macho::LC_SEGMENT_64: return "LC_SEGMENT_64";
-    case macho::LC_SYMTAB: return "LC_SYMTAB";
-    case macho::LC_DYSYMTAB: return "LC_DYSYMTAB";
-    case macho::LC_LOAD_DYLIB: return "LC_LOAD_DYLIB";
-    case macho::LC_ID_DYLIB: return "LC_ID_DYLIB";
-    case macho::LC_LOAD_WEAK_DYLIB: return "LC_LOAD_WEAK_DYLIB";
-    case macho::LC_REEXPORT_DYLIB: return "LC_REEXPORT_DYLIB";
-    case macho::LC_LOAD_UPWARD_DYLIB: return "LC_LOAD_UPWARD_DYLIB";
-    case macho::LC_CODE_SIGNATURE: return "LC_CODE_SIGNATURE";
-    case macho::LC_DYLD_INFO: return "LC_DYLD_INFO";
-    case macho::LC_DYLD_INFO_ONLY: return "LC_DYLD_INFO_ONLY";
-    case macho::LC_DYLD_EXPORTS_TRIE: return "LC_DYLD_EXPORTS_TRIE";
-    case macho::LC_DYLD_CHAINED_FIXUPS: return "LC_DYLD_CHAINED_FIXUPS";
-    case LC_UNIXTHREAD: return "LC_UNIXTHREAD";
-    case LC_LOAD_DYLINKER: return "LC_LOAD_DYLINKER";
-    case LC_SUB_UMBRELLA: return "LC_SUB_UMBRELLA";
-    case LC_SUB_CLIENT: return "LC_SUB_CLIENT";
-    case LC_SUB_LIBRARY: return "LC_SUB_LIBRARY";
-    case LC_UUID: return "LC_UUID";
-    case LC_RPATH: return "LC_RPATH";
-    case LC_SEGMENT_SPLIT_INFO: return "LC_SEGMENT_SPLIT_INFO";
-    case LC_VERSION_MIN_MACOSX: return "LC_VERSION_MIN_MACOSX";
-    case LC_VERSION_MIN_IPHONEOS: return "LC_VERSION_MIN_IPHONEOS";
-    case LC_VERSION_MIN_TVOS: return "LC_VERSION_MIN_TVOS";
-    case LC_VERSION_MIN_WATCHOS: return "LC_VERSION_MIN_WATCHOS";
-    case LC_FUNCTION_STARTS: return "LC_FUNCTION_STARTS";
-    case LC_MAIN: return "LC_MAIN";
-    case LC_DATA_IN_CODE: return "LC_DATA_IN_CODE";
-    case LC_ENCRYPTION_INFO_64: return "LC_ENCRYPTION_INFO_64";
-    case LC_BUILD_VERSION: return "LC_BUILD_VERSION";
-  }
-  return nullptr;
-}
-
 std::string command_label(const Command& command) {
-  const char* name = command_name(command.cmd);
+  const char* name = macho::load_command_name(command.cmd);
   return "load command #" + std::to_string(command.number) + " (" + (name ? std::string(name) : hex(command.cmd)) + ")";
 }
 

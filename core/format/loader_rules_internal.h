@@ -8,28 +8,14 @@
 
 #include "core/base/bytes.h"
 #include "core/format/loader_rules.h"
+#include "core/format/macho_format.h"
 
 namespace machofix::rules {
 
-// Load commands and values the rules need beyond core/format/macho_format.h.
-constexpr uint32_t LC_UNIXTHREAD = 0x5;
-constexpr uint32_t LC_LOAD_DYLINKER = 0xe;
-constexpr uint32_t LC_SUB_UMBRELLA = 0x13;
-constexpr uint32_t LC_SUB_CLIENT = 0x14;
-constexpr uint32_t LC_SUB_LIBRARY = 0x15;
-constexpr uint32_t LC_UUID = 0x1b;
-constexpr uint32_t LC_RPATH = 0x8000001c;
-constexpr uint32_t LC_SEGMENT_SPLIT_INFO = 0x1e;
-constexpr uint32_t LC_VERSION_MIN_MACOSX = 0x24;
-constexpr uint32_t LC_VERSION_MIN_IPHONEOS = 0x25;
-constexpr uint32_t LC_FUNCTION_STARTS = 0x26;
-constexpr uint32_t LC_MAIN = 0x80000028;
-constexpr uint32_t LC_DATA_IN_CODE = 0x29;
-constexpr uint32_t LC_ENCRYPTION_INFO_64 = 0x2c;
-constexpr uint32_t LC_VERSION_MIN_TVOS = 0x2f;
-constexpr uint32_t LC_VERSION_MIN_WATCHOS = 0x30;
-constexpr uint32_t LC_BUILD_VERSION = 0x32;
-constexpr uint32_t LC_FILESET_ENTRY = 0x80000035;
+// The rules name load commands as dyld's source does, unqualified.
+using namespace macho;
+
+// Values the rules need beyond core/format/macho_format.h.
 constexpr uint32_t MH_DYLDLINK = 0x4;
 constexpr uint32_t SG_NORELOC = 0x4;
 constexpr uint32_t VM_PROT_READ = 1, VM_PROT_WRITE = 2, VM_PROT_EXECUTE = 4;

@@ -26,10 +26,6 @@ bool driverkit(const Check& check) {
   return false;
 }
 
-bool dependent(uint32_t cmd) {
-  return cmd == LC_LOAD_DYLIB || cmd == LC_LOAD_WEAK_DYLIB || cmd == LC_REEXPORT_DYLIB || cmd == LC_LOAD_UPWARD_DYLIB;
-}
-
 // The path of a dylib command whose string passed lc-string-*, else nullopt.
 std::optional<std::string> path_of(const Check& check, const Command& command) {
   if (command.size < sizeof(StringCommand)) return std::nullopt;
@@ -53,7 +49,7 @@ void check_dependencies(Check& check) {
   std::set<std::string> seen;
   bool no_duplicates = check.enforced(Gate::NoDuplicateDylibs);
   for (const Command& command : check.commands) {
-    if (!dependent(command.cmd)) continue;
+    if (!takes_library_ordinal(command.cmd)) continue;
     std::optional<std::string> path = path_of(check, command);
     if (path && !seen.insert(*path).second && no_duplicates)
       check.add("dylib-duplicate", command.offset, command_label(command) + ": duplicate linked dylib '" + *path + "'");

@@ -113,17 +113,8 @@ bool looks_like_universal(const Bytes& bytes) {
 namespace {
 
 const char* command_name(uint32_t cmd) {
-  switch (cmd) {
-    case LC_SYMTAB: return "LC_SYMTAB";
-    case LC_DYSYMTAB: return "LC_DYSYMTAB";
-    case LC_ID_DYLIB: return "LC_ID_DYLIB";
-    case LC_CODE_SIGNATURE: return "LC_CODE_SIGNATURE";
-    case LC_DYLD_INFO: return "LC_DYLD_INFO";
-    case LC_DYLD_INFO_ONLY: return "LC_DYLD_INFO_ONLY";
-    case LC_DYLD_EXPORTS_TRIE: return "LC_DYLD_EXPORTS_TRIE";
-    case LC_DYLD_CHAINED_FIXUPS: return "LC_DYLD_CHAINED_FIXUPS";
-  }
-  return "load command";
+  const char* name = load_command_name(cmd);
+  return name ? name : "load command";
 }
 
 // The loader rule a refusal mirrors (docs/loader-rules.md), for the message.

@@ -1,5 +1,6 @@
 // Mach-O constants (from <mach-o/loader.h>, <mach-o/nlist.h>, <mach-o/fat.h>,
-// <mach-o/fixup-chains.h>); only the ones machofix needs.
+// <mach-o/fixup-chains.h>): every load command (load_commands.def), and of the other
+// values the ones machofix needs.
 #pragma once
 
 #include <cstdint>
@@ -39,21 +40,32 @@ constexpr uint32_t CPU_TYPE_ARM64 = 12 | CPU_ARCH_ABI64;
 constexpr uint32_t CPU_TYPE_ARM64_32 = 12 | 0x02000000;  // CPU_ARCH_ABI64_32
 
 constexpr uint32_t LC_REQ_DYLD = 0x80000000;
-constexpr uint32_t LC_SEGMENT_64 = 0x19;
-constexpr uint32_t LC_SYMTAB = 0x2;
-constexpr uint32_t LC_DYSYMTAB = 0xb;
-constexpr uint32_t LC_LOAD_DYLIB = 0xc;
-constexpr uint32_t LC_ID_DYLIB = 0xd;
-constexpr uint32_t LC_LOAD_WEAK_DYLIB = 0x18 | LC_REQ_DYLD;
-constexpr uint32_t LC_REEXPORT_DYLIB = 0x1f | LC_REQ_DYLD;
-constexpr uint32_t LC_LAZY_LOAD_DYLIB = 0x20;
-constexpr uint32_t LC_LOAD_UPWARD_DYLIB = 0x23 | LC_REQ_DYLD;
-constexpr uint32_t LC_RPATH = 0x1c | LC_REQ_DYLD;
-constexpr uint32_t LC_CODE_SIGNATURE = 0x1d;
-constexpr uint32_t LC_DYLD_INFO = 0x22;
-constexpr uint32_t LC_DYLD_INFO_ONLY = 0x22 | LC_REQ_DYLD;
-constexpr uint32_t LC_DYLD_EXPORTS_TRIE = 0x33 | LC_REQ_DYLD;
-constexpr uint32_t LC_DYLD_CHAINED_FIXUPS = 0x34 | LC_REQ_DYLD;
+#define MACHOFIX_LOAD_COMMAND(name, value) constexpr uint32_t name = value;
+#include "core/format/load_commands.def"
+#undef MACHOFIX_LOAD_COMMAND
+
+// "LC_SYMTAB" for LC_SYMTAB; nullptr for a value <mach-o/loader.h> does not define.
+constexpr const char* load_command_name(uint32_t cmd) {
+  switch (cmd) {
+#define MACHOFIX_LOAD_COMMAND(name, value) \
+  case name:                               \
+    return #name;
+#include "core/format/load_commands.def"
+#undef MACHOFIX_LOAD_COMMAND
+  }
+  return nullptr;
+}
+
+// A command that takes a library ordinal: the dependencies dyld numbers from 1, in
+// load-command order (MachOFile::forEachDependentDylib).
+constexpr bool takes_library_ordinal(uint32_t cmd) {
+  return cmd == LC_LOAD_DYLIB || cmd == LC_LOAD_WEAK_DYLIB || cmd == LC_REEXPORT_DYLIB || cmd == LC_LOAD_UPWARD_DYLIB;
+}
+
+// A command naming a dependency by install name: those above and the obsolete
+// LC_LAZY_LOAD_DYLIB, which takes no ordinal but whose name install_name_tool
+// -change renames all the same.
+constexpr bool names_a_dependency(uint32_t cmd) { return takes_library_ordinal(cmd) || cmd == LC_LAZY_LOAD_DYLIB; }
 
 // nlist
 constexpr uint8_t N_STAB = 0xe0;

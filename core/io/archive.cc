@@ -75,21 +75,6 @@ using ReadHandle = std::unique_ptr<archive, ReadFree>;
 using WriteHandle = std::unique_ptr<archive, WriteFree>;
 using EntryCopy = std::unique_ptr<archive_entry, EntryFree>;
 
-// A file descriptor closed on every path.
-class Descriptor {
- public:
-  explicit Descriptor(int fd) : fd_(fd) {}
-  ~Descriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Descriptor(const Descriptor&) = delete;
-  Descriptor& operator=(const Descriptor&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 // ---- Signatures ----
 
 bool has_bytes(const Bytes& bytes, uint64_t offset, std::string_view expected) {
@@ -334,11 +319,6 @@ class TempDirectory {
   std::string path_;
 };
 
-std::string default_temp_root() {
-  const char* root = std::getenv("TMPDIR");
-  return root && *root ? root : "/tmp";
-}
-
 uint64_t temp_budget(const ArchiveOptions& options, const TempDirectory& temp) {
   if (options.max_temp_bytes != 0) return options.max_temp_bytes;
   uint64_t free = temp.free_bytes();
@@ -475,20 +455,13 @@ class FixPass {
         ::unlink(path.c_str());
         return std::nullopt;
       }
-      write_all(out.get(), static_cast<uint64_t>(offset), static_cast<const uint8_t*>(block), length);
+      if (!write_fully_at(out.get(), static_cast<const uint8_t*>(block), length, static_cast<uint64_t>(offset)))
+        system_fail("cannot write a temporary file");
       end = std::max<uint64_t>(end, static_cast<uint64_t>(offset) + length);
     }
     // A sparse member may end in a hole.
     if (ftruncate(out.get(), static_cast<off_t>(end)) != 0) system_fail("cannot size a temporary file");
     return end;
-  }
-
-  static void write_all(int fd, uint64_t offset, const uint8_t* data, size_t length) {
-    while (length > 0) {
-      ssize_t written = retry_on_eintr([&] { return pwrite(fd, data, length, static_cast<off_t>(offset)); });
-      if (written <= 0) system_fail("cannot write a temporary file");
-      data += written, offset += static_cast<uint64_t>(written), length -= static_cast<size_t>(written);
-    }
   }
 
   const MemberFixer& fix_;
@@ -685,7 +658,7 @@ ArchiveResult rewrite_archive(const std::string& input_path, const std::string& 
     InputFile input(input_path);
     // A zip that is only its end record has no members; libarchive's reader refuses it.
     if (input.starts_with(kEmptyZip)) return result;
-    TempDirectory temp(options.temp_root.empty() ? default_temp_root() : options.temp_root);
+    TempDirectory temp(options.temp_root.empty() ? temp_directory() : options.temp_root);
     ArchivePlan plan = FixPass(fix, temp, temp_budget(options, temp), result).run(input);
     result.members = plan.members.size();
     if (options.whole_or_nothing && !options.dry_run && !result.failures.empty())

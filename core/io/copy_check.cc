@@ -53,10 +53,10 @@ void start_writeback(int fd, uint64_t offset, uint64_t length) {
 #endif
 }
 
-int open_output(const std::string& temp_path) {
-  int fd = ::open(temp_path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail("cannot reopen the temporary output to verify it");
-  return fd;
+Descriptor open_output(const std::string& temp_path) {
+  Descriptor output(::open(temp_path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!output.valid()) fail("cannot reopen the temporary output to verify it");
+  return output;
 }
 
 }  // namespace
@@ -107,7 +107,7 @@ void OutputMapping::unmap() {
 }
 
 CopyChecker::CopyChecker(const MappedFile& input, const std::string& temp_path, uint64_t output_size, ByteProgress progress)
-    : input_(input.bytes().data()), input_fd_(input.fd()), fd_(open_output(temp_path)), output_(fd_, output_size),
+    : input_(input.bytes().data()), input_fd_(input.fd()), fd_(open_output(temp_path)), output_(fd_.get(), output_size),
       progress_(std::move(progress), output_size) {
   if (output_size >= kThreadedCopyMinimum) thread_ = std::thread([this] { run(); });
 }
@@ -118,12 +118,11 @@ CopyChecker::~CopyChecker() {
     queue_.clear();  // unless finish() ran, the output is being abandoned
   }
   stop();
-  ::close(fd_);
 }
 
 void CopyChecker::submit(const CopiedRange& range) {
   // Asked in the writer's thread: a clone's ranges are then never queued at all.
-  if (prove_shared_ && proven_shared(input_fd_, range.in_at, fd_, range.out_at, range.length)) {
+  if (prove_shared_ && proven_shared(input_fd_, range.in_at, fd_.get(), range.out_at, range.length)) {
     shared_bytes_ += range.length;
     progress_.add(range.length);
     return;
@@ -197,7 +196,7 @@ void CopyChecker::compare_next(std::unique_lock<std::mutex>& lock) {
   std::exception_ptr error;
   uint64_t error_at = range.out_at;
   try {
-    if (write_back) start_writeback(fd_, range.out_at, write_back);
+    if (write_back) start_writeback(fd_.get(), range.out_at, write_back);
     compare_range(input_, output_.range(range.out_at, range.length), range);
   } catch (const Error& mismatch) {
     error = std::current_exception();

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/base/copied_range.h"
+#include "core/base/descriptor.h"
 #include "core/base/progress.h"
 #include "core/io/file_io.h"
 
@@ -105,7 +106,7 @@ class CopyChecker {
 
   const uint8_t* input_;
   int input_fd_;
-  int fd_;
+  Descriptor fd_;
   std::atomic<uint64_t> shared_bytes_{0};
   bool prove_shared_ = false;  // set before the first submit
   bool write_back_ = false;    // likewise

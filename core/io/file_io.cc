@@ -50,11 +50,6 @@ std::string temp_prefix(const std::string& target) { return "." + last_path_comp
 
 // ---- Standard input and output ----
 
-std::string temp_directory() {
-  const char* root = std::getenv("TMPDIR");
-  return root && *root ? root : "/tmp";
-}
-
 // A name that opens the file behind a descriptor, for code that opens files by name.
 std::string descriptor_path(int fd) {
 #ifdef __linux__
@@ -68,21 +63,21 @@ std::string descriptor_path(int fd) {
 // with the process however that ends, and nothing else can open it meanwhile.
 // O_TMPFILE gives it 0666 less the umask, what `cat > file` would give a copy of a
 // pipe; the fallback (macOS) 0644.
-int anonymous_file() {
+Descriptor anonymous_file() {
   std::string directory = temp_directory();
 #ifdef O_TMPFILE
-  int fd = ::open(directory.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0666);
-  if (fd >= 0) return fd;
+  Descriptor unnamed(::open(directory.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0666));
+  if (unnamed.valid()) return unnamed;
 #endif
   std::string pattern = directory + "/.machofix-stdio-XXXXXX";
   std::vector<char> name(pattern.begin(), pattern.end());
   name.push_back('\0');
-  int fd_named = mkstemp(name.data());
-  if (fd_named < 0) system_error("cannot create a temporary file", directory);
+  Descriptor named(mkstemp(name.data()));
+  if (!named.valid()) system_error("cannot create a temporary file", directory);
   ::unlink(name.data());
-  fcntl(fd_named, F_SETFD, FD_CLOEXEC);
-  fchmod(fd_named, 0644);
-  return fd_named;
+  fcntl(named.get(), F_SETFD, FD_CLOEXEC);
+  fchmod(named.get(), 0644);
+  return named;
 }
 
 // Blocks until `fd` takes more (a pipe a parent made non-blocking).
@@ -134,31 +129,25 @@ void MappedFile::open_standard_input() {
   if (fstat(STDIN_FILENO, &info) != 0) system_error("cannot read standard input", path_);
   if (S_ISREG(info.st_mode) && lseek(STDIN_FILENO, 0, SEEK_CUR) == 0) {
     // Redirected from a file (< model.pte): that file itself is mapped.
-    fd_ = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 0);
-    if (fd_ < 0) system_error("cannot read standard input", path_);
+    fd_.reset(fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 0));
+    if (!fd_.valid()) system_error("cannot read standard input", path_);
     return;
   }
-  int spool = anonymous_file();
-  try {
-    spool_standard_input(spool);
-  } catch (...) {
-    ::close(spool);
-    throw;
-  }
-  fd_ = spool;
+  Descriptor spool = anonymous_file();
+  spool_standard_input(spool.get());
+  fd_ = std::move(spool);
 }
 
-std::string MappedFile::reopen_path() const { return is_standard_stream(path_) ? descriptor_path(fd_) : path_; }
+std::string MappedFile::reopen_path() const { return is_standard_stream(path_) ? descriptor_path(fd_.get()) : path_; }
 
 MappedFile::MappedFile(const std::string& path, SmallFile small) : path_(path) {
   // O_NONBLOCK: opening a fifo would otherwise wait for a writer; it is refused below.
   if (is_standard_stream(path)) open_standard_input();
-  else fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd_ < 0) system_error("cannot open", path);
+  else fd_.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (!fd_.valid()) system_error("cannot open", path);
   struct stat info;
-  if (fstat(fd_, &info) != 0) system_error("cannot stat", path);
+  if (fstat(fd_.get(), &info) != 0) system_error("cannot stat", path);
   if (!S_ISREG(info.st_mode)) {
-    ::close(fd_);
     Error error("not a regular file");
     error.in_file(path);
     throw error;
@@ -170,15 +159,15 @@ MappedFile::MappedFile(const std::string& path, SmallFile small) : path_(path) {
     read_small_file();
     return;
   }
-  void* mapped = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd_, 0);
+  void* mapped = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd_.get(), 0);
   if (mapped == MAP_FAILED) system_error("cannot map", path);
   data_ = static_cast<const uint8_t*>(mapped);
-  register_read_only_mapping(data_, size_, fd_);
+  register_read_only_mapping(data_, size_, fd_.get());
 }
 
 void MappedFile::read_small_file() {
   read_.reset(new uint8_t[size_]);
-  int64_t got = read_fully_at(fd_, read_.get(), size_, 0);
+  int64_t got = read_fully_at(fd_.get(), read_.get(), size_, 0);
   if (got < 0) system_error("cannot read", path_);
   if (static_cast<uint64_t>(got) < size_)
     fail_at(static_cast<uint64_t>(got), "the file changed while it was read (it is shorter than when it was opened)");
@@ -190,7 +179,6 @@ MappedFile::~MappedFile() {
     unregister_read_only_mapping(data_);
     munmap(const_cast<uint8_t*>(data_), size_);
   }
-  if (fd_ >= 0) ::close(fd_);
 }
 
 void require_output_directory(const std::string& target) {
@@ -211,7 +199,7 @@ AtomicOutput::AtomicOutput(const std::string& target, mode_t mode, bool durable)
   if (is_standard_stream(target)) {
     durable_ = false;
     fd_ = anonymous_file();
-    temp_path_ = descriptor_path(fd_);
+    temp_path_ = descriptor_path(fd_.get());
     return;
   }
   require_output_directory(target);
@@ -219,29 +207,25 @@ AtomicOutput::AtomicOutput(const std::string& target, mode_t mode, bool durable)
   std::string pattern = directory_of(target) + "/" + temp_prefix(target) + std::to_string(getpid()) + "-XXXXXX";
   std::vector<char> name(pattern.begin(), pattern.end());
   name.push_back('\0');
-  fd_ = mkstemp(name.data());
-  if (fd_ < 0) system_error("cannot create a temporary file beside the output", target);
+  fd_.reset(mkstemp(name.data()));
+  if (!fd_.valid()) system_error("cannot create a temporary file beside the output", target);
   temp_path_ = name.data();
 }
 
 AtomicOutput::~AtomicOutput() {
-  if (fd_ >= 0) ::close(fd_);
+  fd_.reset();
   if (!committed_ && !is_standard_stream(target_)) ::unlink(temp_path_.c_str());
 }
 
 uint64_t AtomicOutput::size() const {
   struct stat info;
-  if (fstat(fd_, &info) != 0) system_error("cannot stat the output", target_);
+  if (fstat(fd_.get(), &info) != 0) system_error("cannot stat the output", target_);
   return static_cast<uint64_t>(info.st_size);
 }
 
 void AtomicOutput::write_at(uint64_t offset, const uint8_t* data, uint64_t size) {
   fresh_ = false;
-  while (size > 0) {
-    ssize_t written = retry_on_eintr([&] { return pwrite(fd_, data, size, static_cast<off_t>(offset)); });
-    if (written <= 0) system_error("cannot write the output", target_);
-    data += written, offset += written, size -= written;
-  }
+  if (!write_fully_at(fd_.get(), data, size, offset)) system_error("cannot write the output", target_);
 }
 
 void AtomicOutput::write_reporting(uint64_t offset, const uint8_t* data, uint64_t size, ProgressMeter* progress) {
@@ -272,16 +256,14 @@ bool AtomicOutput::clone_from(int in_fd) {
   // hands. The name shares the temporary prefix, so a leftover is removed as stale.
   std::string clone_path = temp_path_ + "c";
   if (fclonefileat(in_fd, AT_FDCWD, clone_path.c_str(), CLONE_NOFOLLOW | CLONE_NOOWNERCOPY) != 0) return false;
-  int clone_fd = ::open(clone_path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+  Descriptor clone(::open(clone_path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
   struct stat cloned;
-  if (clone_fd < 0 || fstat(clone_fd, &cloned) != 0 || cloned.st_size != source.st_size ||
+  if (!clone.valid() || fstat(clone.get(), &cloned) != 0 || cloned.st_size != source.st_size ||
       rename(clone_path.c_str(), temp_path_.c_str()) != 0) {
-    if (clone_fd >= 0) ::close(clone_fd);
     ::unlink(clone_path.c_str());
     return false;
   }
-  ::close(fd_);
-  fd_ = clone_fd;
+  fd_ = std::move(clone);
   fresh_ = false;
   cloned_device_ = source.st_dev;
   cloned_inode_ = source.st_ino;
@@ -293,7 +275,7 @@ bool AtomicOutput::clone_from(int in_fd) {
   // ioctl fails and nothing changed: the ranges are copied as before.
   struct stat source;
   if (!fresh_ || is_standard_stream(target_) || fstat(in_fd, &source) != 0 || !S_ISREG(source.st_mode)) return false;
-  if (ioctl(fd_, FICLONE, in_fd) != 0) return false;
+  if (ioctl(fd_.get(), FICLONE, in_fd) != 0) return false;
   fresh_ = false;
   cloned_device_ = source.st_dev;
   cloned_inode_ = source.st_ino;
@@ -316,12 +298,12 @@ bool AtomicOutput::copy_whole_file(int in_fd, uint64_t length) {
   // fcopyfile copies from the descriptors' positions: both are at 0 (the input is
   // read with pread and mapped, the output is new).
   struct stat copied;
-  if (lseek(in_fd, 0, SEEK_SET) == 0 && fcopyfile(in_fd, fd_, nullptr, COPYFILE_DATA) == 0 &&
-      fstat(fd_, &copied) == 0 && copied.st_size == source.st_size) {
+  if (lseek(in_fd, 0, SEEK_SET) == 0 && fcopyfile(in_fd, fd_.get(), nullptr, COPYFILE_DATA) == 0 &&
+      fstat(fd_.get(), &copied) == 0 && copied.st_size == source.st_size) {
     fresh_ = false;
     return true;
   }
-  if (ftruncate(fd_, 0) != 0) system_error("cannot empty the output", target_);
+  if (ftruncate(fd_.get(), 0) != 0) system_error("cannot empty the output", target_);
   return false;
 #else
   (void)in_fd, (void)length;
@@ -341,7 +323,7 @@ void AtomicOutput::copy_range(int in_fd, uint64_t in_offset, uint64_t out_offset
 #ifdef __linux__
   while (length > 0) {
     loff_t from = static_cast<loff_t>(in_offset), to = static_cast<loff_t>(out_offset);
-    ssize_t copied = retry_on_eintr([&] { return copy_file_range(in_fd, &from, fd_, &to, length, 0); });
+    ssize_t copied = retry_on_eintr([&] { return copy_file_range(in_fd, &from, fd_.get(), &to, length, 0); });
     if (copied < 0 && (errno == EXDEV || errno == ENOSYS || errno == EOPNOTSUPP || errno == EINVAL)) break;
     if (copied < 0) system_error("cannot write the output", target_);
     if (copied == 0) break;  // the source is shorter than it was: caught by the fallback
@@ -365,7 +347,7 @@ void AtomicOutput::copy_range(int in_fd, uint64_t in_offset, uint64_t out_offset
 void AtomicOutput::truncate(uint64_t size) {
   fresh_ = false;
   cloned_size_ = std::min(cloned_size_, size);
-  if (ftruncate(fd_, static_cast<off_t>(size)) != 0) system_error("cannot size the output", target_);
+  if (ftruncate(fd_.get(), static_cast<off_t>(size)) != 0) system_error("cannot size the output", target_);
 }
 
 // The output is complete and verified: only now does standard output see a byte of it.
@@ -375,7 +357,7 @@ void AtomicOutput::commit_to_standard_output() {
 #ifdef __linux__
   while (offset < length) {
     off_t from = static_cast<off_t>(offset);
-    ssize_t sent = retry_on_eintr([&] { return sendfile(STDOUT_FILENO, fd_, &from, std::min<uint64_t>(length - offset, 1 << 30)); });
+    ssize_t sent = retry_on_eintr([&] { return sendfile(STDOUT_FILENO, fd_.get(), &from, std::min<uint64_t>(length - offset, 1 << 30)); });
     if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       wait_until_writable(STDOUT_FILENO);
       continue;
@@ -387,33 +369,25 @@ void AtomicOutput::commit_to_standard_output() {
 #endif
   std::vector<uint8_t> buffer(std::min<uint64_t>(length - offset, 1 << 20));
   while (offset < length) {
-    ssize_t got = retry_on_eintr([&] { return pread(fd_, buffer.data(), std::min<uint64_t>(length - offset, buffer.size()), static_cast<off_t>(offset)); });
+    ssize_t got = retry_on_eintr([&] { return pread(fd_.get(), buffer.data(), std::min<uint64_t>(length - offset, buffer.size()), static_cast<off_t>(offset)); });
     if (got <= 0) system_error("cannot read the output back", target_);
     write_all(STDOUT_FILENO, buffer.data(), static_cast<uint64_t>(got), problem, target_);
     offset += static_cast<uint64_t>(got);
   }
-  ::close(fd_);
-  fd_ = -1;
+  fd_.reset();
   committed_ = true;
 }
 
 void AtomicOutput::commit() {
   if (is_standard_stream(target_)) return commit_to_standard_output();
-  if (fchmod(fd_, mode_) != 0) system_error("cannot set the output's mode", target_);
-  if (durable_ && flush_to_disk(fd_) != 0) system_error("cannot flush the output", target_);
-  if (::close(fd_) != 0) {
-    fd_ = -1;
-    system_error("cannot close the output", target_);
-  }
-  fd_ = -1;
+  if (fchmod(fd_.get(), mode_) != 0) system_error("cannot set the output's mode", target_);
+  if (durable_ && flush_to_disk(fd_.get()) != 0) system_error("cannot flush the output", target_);
+  if (fd_.close_checked() != 0) system_error("cannot close the output", target_);
   if (rename(temp_path_.c_str(), target_.c_str()) != 0) system_error("cannot rename the output into place", target_);
   committed_ = true;
   if (!durable_) return;
-  int directory = ::open(directory_of(target_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (directory >= 0) {
-    flush_to_disk(directory);  // makes the rename itself durable
-    ::close(directory);
-  }
+  Descriptor directory(::open(directory_of(target_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (directory.valid()) flush_to_disk(directory.get());  // makes the rename itself durable
 }
 
 void write_file_atomically(const std::string& target, const std::vector<uint8_t>& data, mode_t mode, bool durable,
@@ -437,6 +411,11 @@ void remove_stale_temporaries(const std::string& target) {
     ::unlink((directory + "/" + name).c_str());
   }
   closedir(listing);
+}
+
+std::string temp_directory() {
+  const char* root = std::getenv("TMPDIR");
+  return root && *root ? root : "/tmp";
 }
 
 std::string executable_path() {

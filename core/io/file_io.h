@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/base/bytes.h"
+#include "core/base/descriptor.h"
 #include "core/base/progress.h"
 #include "core/base/util.h"  // retry_on_eintr
 
@@ -54,7 +55,7 @@ class MappedFile {
 
   Bytes bytes() const { return Bytes(data_, size_); }
   uint64_t size() const { return size_; }
-  int fd() const { return fd_; }
+  int fd() const { return fd_.get(); }
   mode_t mode() const { return mode_; }
   const std::string& path() const { return path_; }
   // A path that opens this very file: path() itself, or for standard input the
@@ -66,7 +67,7 @@ class MappedFile {
   void read_small_file();
 
   std::string path_;
-  int fd_ = -1;
+  Descriptor fd_;
   const uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
   mode_t mode_ = 0644;
@@ -113,7 +114,7 @@ class AtomicOutput {
 
   std::string target_;
   std::string temp_path_;
-  int fd_ = -1;
+  Descriptor fd_;
   mode_t mode_;
   bool durable_;
   bool committed_ = false;
@@ -142,5 +143,8 @@ void remove_stale_temporaries(const std::string& target);
 
 // The running executable's path, links resolved; "" if it cannot be known.
 std::string executable_path();
+
+// Where temporary files without a place of their own go: $TMPDIR, else /tmp.
+std::string temp_directory();
 
 }  // namespace machofix

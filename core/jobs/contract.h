@@ -1,5 +1,5 @@
 // The portability contract: what an application declares about the libraries it
-// ships, written by hand in a small TOML file (README "The contract file"):
+// ships, written by hand in a small TOML file (docs/contract.md):
 //
 //   provided = ["@rpath/libomp.dylib"]        # install names (globs) it ships
 //   allow_prefix = ["/opt/homebrew/"]         # absolute prefixes its users have

@@ -14,11 +14,6 @@ namespace machofix {
 
 namespace {
 
-bool is_dependent_dylib(uint32_t cmd) {
-  return cmd == macho::LC_LOAD_DYLIB || cmd == macho::LC_LOAD_WEAK_DYLIB || cmd == macho::LC_REEXPORT_DYLIB ||
-         cmd == macho::LC_LOAD_UPWARD_DYLIB;
-}
-
 // LIEF 0.9 reads at most this many load commands (BinaryParser::MAX_COMMANDS); the
 // rest, and what only they point at, is compared by our reader only.
 constexpr size_t kLiefMaxCommands = 255;
@@ -40,7 +35,7 @@ void compare_commands(const LiefView& lief, const MachO& ours) {
     const LoadCommand& mine = ours.commands[index];
     if (theirs.cmd != mine.cmd || theirs.offset != mine.offset || theirs.size != mine.size)
       lief_disagrees("load command " + std::to_string(index) + " differs");
-    if (is_dependent_dylib(mine.cmd)) {
+    if (macho::takes_library_ordinal(mine.cmd)) {
       if (!theirs.dylib_name) lief_disagrees("load command " + std::to_string(index) + " is not a dylib command to LIEF");
       lief_dylibs.push_back(*theirs.dylib_name);
     }

@@ -14,17 +14,6 @@ using namespace macho;
 
 namespace {
 
-// Load commands core/format/macho_format.h does not name (<mach-o/loader.h> values).
-constexpr uint32_t LC_THREAD = 0x4, LC_UNIXTHREAD = 0x5, LC_IDENT = 0x8, LC_LOAD_DYLINKER = 0xe,
-                   LC_ID_DYLINKER = 0xf, LC_PREBOUND_DYLIB = 0x10, LC_SUB_FRAMEWORK = 0x12, LC_SUB_UMBRELLA = 0x13,
-                   LC_SUB_CLIENT = 0x14, LC_SUB_LIBRARY = 0x15, LC_PREBIND_CKSUM = 0x17, LC_ROUTINES_64 = 0x1a,
-                   LC_UUID = 0x1b, LC_SEGMENT_SPLIT_INFO = 0x1e, LC_VERSION_MIN_MACOSX = 0x24,
-                   LC_VERSION_MIN_IPHONEOS = 0x25, LC_FUNCTION_STARTS = 0x26, LC_DYLD_ENVIRONMENT = 0x27,
-                   LC_MAIN = 0x28 | LC_REQ_DYLD, LC_DATA_IN_CODE = 0x29, LC_SOURCE_VERSION = 0x2a,
-                   LC_DYLIB_CODE_SIGN_DRS = 0x2b, LC_ENCRYPTION_INFO_64 = 0x2c, LC_LINKER_OPTION = 0x2d,
-                   LC_LINKER_OPTIMIZATION_HINT = 0x2e, LC_VERSION_MIN_TVOS = 0x2f, LC_VERSION_MIN_WATCHOS = 0x30,
-                   LC_BUILD_VERSION = 0x32, LC_ATOM_INFO = 0x36, LC_TARGET_TRIPLE = 0x39;
-
 // Commands that hold no file offset (or only offsets into __TEXT that no reader
 // follows: LC_MAIN's entryoff, LC_ENCRYPTION_INFO_64's cryptoff): copied as they are.
 bool holds_no_file_data(uint32_t cmd) {

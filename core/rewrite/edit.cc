@@ -20,11 +20,6 @@ bool EditOptions::any() const {
 
 namespace {
 
-bool is_dylib_command(uint32_t cmd) {
-  return cmd == macho::LC_LOAD_DYLIB || cmd == macho::LC_LOAD_WEAK_DYLIB || cmd == macho::LC_REEXPORT_DYLIB ||
-         cmd == macho::LC_LOAD_UPWARD_DYLIB || cmd == macho::LC_LAZY_LOAD_DYLIB;
-}
-
 std::string quoted(const std::string& text) { return "'" + text + "'"; }
 
 // Applies the edits, in their order, to the list of load commands.
@@ -111,7 +106,7 @@ class Planner {
   void change_dylib(const std::string& glob, const std::string& new_name) {
     bool matched = false, already = false;
     for (size_t i = 0; i < commands().size(); ++i) {
-      if (!is_dylib_command(commands().cmd(i))) continue;
+      if (!macho::names_a_dependency(commands().cmd(i))) continue;
       std::string name = command_string(commands().bytes(i), offsetof(macho::DylibCommand, name_offset));
       already |= name == new_name;
       if (!install_name_matches(glob, name) || name == new_name) continue;

@@ -73,7 +73,7 @@ struct SliceReport {
   std::string filetype;  // dylib, bundle, executable; empty when not handled
   uint64_t offset = 0;   // in the file (universal slices)
   uint64_t size = 0;
-  std::vector<std::string> flags;  // two-level, flat-namespace, chained-fixups, dyld-info
+  std::vector<std::string> flags;  // two-level, flat-namespace, chained-fixups, dyld-info, lazy-load-dylib
   std::string install_name;        // LC_ID_DYLIB, if any
   std::vector<DylibReport> dylibs;
   std::vector<RpathReport> rpaths;  // LC_RPATH in load-command order, duplicates kept
