@@ -19,7 +19,7 @@ measurements in its places (--check: the committed file is exactly that). Parts:
    of an identity-signed one (no --adhoc), both refused, and `prune --in-place` of a
    pruned one (nothing to do), against `machofix verify` of the same file (target:
    about 1x: every refusal is decided before any rewriting);
- - cost (issue 15): prune -o / --in-place / --dry-run, sign -o and edit -o of thin,
+ - cost: prune -o / --in-place / --dry-run, sign -o and edit -o of thin,
    universal and .pte-embedded dylibs of 1 MB .. 500 MB: peak RSS against 64 MiB +
    2x __LINKEDIT, time against llvm-install-name-tool-16 -add_rpath and cp + sha256sum;
  - many: 1,000 small models (the AOTI sample .pte and a 100 KB dylib each), --jobs 1
@@ -319,7 +319,7 @@ def cost_inputs(pte_writer, work, size_kib):
             (".pte", pte, linkedit_bytes(thin))]
 
 
-# The rewrites of issue 15's targets, in every mode; OUT and VICTIM are replaced by paths.
+# The rewrites the cost targets bound (peak RSS, time), in every mode; OUT and VICTIM are replaced by paths.
 COST_COMMANDS = [
     ("prune -o", ["prune", "-q", "IN", "-o", "OUT"]),
     ("prune --in-place", ["prune", "-q", "VICTIM", "--in-place"]),

@@ -24,8 +24,7 @@ renewed), then `check` again: what remains cannot be repaired by removing librar
 say) and fails the step. `--forbid GLOB` makes any dependency on a matching library
 a finding, used or not, under any install name (`--forbid '*omp*'`: no OpenMP
 runtime at all); an unused one is removed by the repair, a used one fails the step.
-A contract (`--contract FILE`, else a machofix.toml beside the models; README "The
-contract file") and `--provided GLOB` declare what the application ships, so that
+A contract (`--contract FILE`, else a machofix.toml beside the models; docs/contract.md) and `--provided GLOB` declare what the application ships, so that
 @rpath libraries it does not ship, build-machine rpaths and weak links to required
 libraries fail the step too.
 Errors fail it at once. Nothing here knows about Mach-O or

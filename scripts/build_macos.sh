@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Cross-builds machofix and its LIEF reader for macOS on Debian: arm64 and x86_64,
 # joined into universal files, and writes OUTDIR/machofix-VERSION-macos.tar.gz
-# (bin/machofix, lib/machofix/machofix-lief.so, README.md, licences/).
+# (bin/machofix, lib/machofix/machofix-lief.so, README.md, docs/, licences/).
 #
 #   scripts/build_macos.sh OUTDIR
 #
@@ -364,6 +364,7 @@ main() {
   logged "$work/verify.log" "$host_machofix" verify "$stage/bin/machofix" "$stage/lib/machofix/machofix-lief.so"
 
   cp "$repo/README.md" "$stage/"
+  cp -r "$repo/docs" "$stage/"  # the README links the manual there
   cp -a "$cache/prefix-aarch64/share/licenses/." "$stage/licences/"
   cp -a "$cache/prefix-aarch64/lief/share/licenses/." "$stage/licences/"
   cp -a "$cache/host-headers/share/licenses/." "$stage/licences/"

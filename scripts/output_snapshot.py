@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Every output machofix makes, recorded, for a restructuring that must not change one
-byte of them (issue 13): the reports (text and JSON, stdout and stderr), the exit
+byte of them: the reports (text and JSON, stdout and stderr), the exit
 statuses and the files written, of every command, on the fixture matrix, the .pte
 matrix, ExecuTorch's samples and the npm corpus.
 

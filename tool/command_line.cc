@@ -23,7 +23,7 @@ void add_paths(CLI::App* command, Settings& settings, const char* what) {
 }
 
 void add_json(CLI::App* command, Settings& settings) {
-  command->add_option("--json", settings.json, "write a JSON report (schema in README) to FILE, or stdout with - or no value")
+  command->add_option("--json", settings.json, "write a JSON report (its schema: docs/json-report.md) to FILE, or stdout with - or no value")
       ->expected(0, 1)
       ->default_str("-")
       ->type_name("[FILE]");

@@ -1,4 +1,4 @@
-// How reports look: text for people, JSON (versioned schema, see README) for programs.
+// How reports look: text for people, JSON (versioned schema, docs/json-report.md) for programs.
 #pragma once
 
 #include <string>

@@ -1,4 +1,4 @@
-// The JSON report (schema 1, README "JSON report"): one object per typed result,
+// The JSON report (schema 1, docs/json-report.md): one object per typed result,
 // keys in the order the schema lists them, text from tool/report_text.cc.
 #include <algorithm>
 

@@ -1,7 +1,7 @@
 """The commands of machofix as Python functions returning its JSON report as objects.
 
 Each call runs the executable once with `--json -` and the same options the command
-line takes (README "Commands"); results are what `machofix COMMAND --json` prints.
+line takes (docs/commands/); results are what `machofix COMMAND --json` prints.
 """
 import json
 import os

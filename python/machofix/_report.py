@@ -1,4 +1,4 @@
-"""machofix's JSON report (schema version 1, README "JSON report") as typed Python
+"""machofix's JSON report (schema version 1, docs/json-report.md) as typed Python
 objects: one frozen dataclass per JSON object, one field per key, same names.
 
 Keys this version does not know (a later machofix may add some to schema 1) are

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""`check` with a portability contract (issue 14): --provided, --allowed-rpath,
+"""`check` with a portability contract: --provided, --allowed-rpath,
 --required, --contract FILE and machofix.toml found beside the models.
 
 On linker-made fixtures (make_fixtures.py: contract_clean_arm64_chained, the same with

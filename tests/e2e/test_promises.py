@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Promises of the README that a broken product could otherwise break unseen, offline.
+"""Documented promises that a broken product could otherwise break unseen, offline.
 
-Each check names the promise. Found missing by a mutation audit (issue 19): the
+Each check names the promise. Found missing by a mutation audit (tests/mutation/): the
 dry-run guard, verify failing an unsigned arm64 slice, check refusing what it cannot
 read, and the CLI paths no other test ran (--backup as a hard link, GitHub
 annotations, sign --identifier, prune --sign, --keep, --only), with every exit status.

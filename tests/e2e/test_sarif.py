@@ -227,7 +227,7 @@ def main(argv):
     forbidden = [r for r in results if r["ruleId"] == "forbidden-dependency"]
     expect(forbidden and any(r["properties"]["used"] for r in forbidden)
            and any(not r["properties"]["used"] for r in forbidden),
-           "forbidden-dependency is in the SARIF too, used and unused (issue 18)")
+           "forbidden-dependency is in the SARIF too, used and unused")
     in_pte = [r for r in results if r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "models/model.pte"]
     expect(in_pte and all(r["locations"][0]["logicalLocations"][0]["fullyQualifiedName"].endswith("_so_blob/arm64")
                           for r in in_pte), "inside a .pte: the logical location names the blob key and the slice")

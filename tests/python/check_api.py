@@ -281,8 +281,9 @@ def check_typing():
 
 
 def check_contract(fixtures, work):
-    """check(provided=, allowed_rpath=, required=, forbid=, contract=, no_contract=, sarif=) as issue 17 asks:
-    the command line's findings, a contract found beside the model, a malformed one raising."""
+    """check() takes the command line's contract options (provided=, allowed_rpath=, required=, forbid=,
+    contract=, no_contract=, sarif=): the command line's findings, a contract found beside the model, a
+    malformed one raising."""
     rpaths = os.path.join(fixtures, "contract_rpaths_arm64_chained.in")
     weak = os.path.join(fixtures, "contract_weak_x86_64_dyldinfo.in")
     directory = os.path.join(work, "contract")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""core/'s layers (CMakeLists.txt, README "Layout"): a file includes headers of its own
+"""core/'s layers (CMakeLists.txt, docs/design.md "Layers"): a file includes headers of its own
 layer and the layers below it only. The libraries already refuse a call upwards at
 link time; this also refuses a type or an inline function used upwards, and a file
 placed outside every layer.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""One owner for structural load-command edits (issue 13): only core/rewrite/load_commands.cc
+"""One owner for structural load-command edits: only core/rewrite/load_commands.cc
 (LoadCommandList) writes a header's ncmds or sizeofcmds. A write elsewhere, by field
 name (offsetof(MachHeader64, ncmds)) or by its literal offset (16, 20), fails.
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """An independent check of embedded code signatures, for tests.
 
-Written from shared/spec/codesign.md with hashlib only, sharing nothing with
+Written from docs/codesign.md with hashlib only, sharing nothing with
 machofix's C++ verifier. For every slice it applies what the kernel checks before it
 trusts a signature (xnu's cs_validate_csblob / cs_validate_codedirectory) and what
 dyld checks of its placement, then recomputes every code-page and special-slot hash:

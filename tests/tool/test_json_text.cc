@@ -12,7 +12,7 @@ using machofix::cli::json_text;
 
 namespace {
 
-// The rule, byte by byte, as README "JSON report" states it.
+// The rule, byte by byte, as docs/json-report.md states it.
 std::string expected_escape(unsigned char byte) {
   switch (byte) {
     case '"': return "\\\"";

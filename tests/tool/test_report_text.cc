@@ -1,5 +1,5 @@
 // The words the reports use for core's typed results (tool/report_text.h): schema 1's
-// values (README "JSON report"), which the Python package's Literal types repeat.
+// values (docs/json-report.md), which the Python package's Literal types repeat.
 #include <doctest/doctest.h>
 
 #include <string>
