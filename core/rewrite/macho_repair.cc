@@ -8,61 +8,11 @@
 #include "core/format/macho.h"
 #include "core/format/macho_format.h"
 #include "core/base/proof_seam.h"
+#include "core/rewrite/slice_judgement.h"
 
 namespace machofix {
 
-size_t MachOReport::removed_count() const {
-  size_t count = 0;
-  for (const SliceReport& slice : slices)
-    for (const DylibReport& dylib : slice.dylibs) count += dylib.removed;
-  return count;
-}
-
-size_t MachOReport::removable_count() const {
-  size_t count = 0;
-  for (const SliceReport& slice : slices)
-    for (const DylibReport& dylib : slice.dylibs) count += dylib.removable;
-  return count;
-}
-
 namespace {
-
-// A slice's input signature, read and verified once: prune and sign decide from it
-// and report it.
-struct InputSignature {
-  SignatureReport report;
-  std::optional<CodeSignature> signature;  // unset: unsigned, or unreadable
-  std::optional<Error> read_error;         // set: present but too malformed to read
-};
-
-InputSignature check_input_signature(const MachO& image, const KnownPageHashes* known = nullptr) {
-  InputSignature input;
-  SignatureReport& report = input.report;
-  try {
-    input.signature = read_code_signature(image);
-  } catch (const Error& error) {
-    input.read_error = error;
-    report.status = SignatureStatus::Invalid;
-    report.problems.push_back(error.describe());
-    report.first_problem_at = error.offset();
-    return input;
-  }
-  if (!input.signature) return input;
-  report.style = input.signature->style();
-  report.identifier = input.signature->identifier();
-  report.hash_types = input.signature->hash_type_names();
-  report.page_size = input.signature->page_size();
-  SignatureCheck check = check_code_signature(image, known);
-  report.problems = std::move(check.problems);
-  report.notes = std::move(check.notes);
-  report.first_problem_at = check.first_problem_at;
-  report.status = report.problems.empty() ? SignatureStatus::Valid : SignatureStatus::Invalid;
-  return input;
-}
-
-SignatureReport signature_report(const MachO& image, const KnownPageHashes* known = nullptr) {
-  return check_input_signature(image, known).report;
-}
 
 std::vector<std::string> slice_flags(const MachO& image) {
   std::vector<std::string> flags;
@@ -108,28 +58,6 @@ SliceReport describe_slice(const MachO& image, const SliceAnalysis& analysis, co
   return report;
 }
 
-struct SliceJob {
-  SliceReport report;
-  OutputImage bytes;  // the new slice
-};
-
-// One slice of the input, read and judged (MachORewrite's first step).
-struct JudgedSlice {
-  Bytes bytes;
-  bool supported = true;  // 64-bit; other slices are left as they are
-  std::optional<MachO> image;
-  ImportScan scan;
-  PrunePlan plan;
-  InputSignature input;
-  SliceReport report;
-  std::optional<EditPlan> edit;  // `edit`: the planned load commands
-  std::vector<int> weak_link;    // `edit --weak-link`: the dylibs (of the edited slice) to weak-link
-  bool prunes = false;   // dylib commands are removed
-  bool edits = false;    // load commands are changed, added or removed
-  bool weak_links = false;  // dylibs become weak or their imports are marked weak
-  bool resigns = false;  // the signature is renewed, added or replaced
-};
-
 // Where a rewrite writes in a slice: the load-command area (up to the header padding's
 // end), the ordinal sites and weak-import flags, the signature, and __LINKEDIT, which
 // a new signature grows. The pages between are borrowed from the input (OutputImage): what
@@ -142,42 +70,6 @@ OutputImage output_image(const JudgedSlice& judged, uint64_t room) {
   for (const OrdinalSite& site : judged.scan.sites) tail_start = std::min(tail_start, site.offset);
   for (const WeakMark& mark : judged.scan.weak_marks) tail_start = std::min(tail_start, mark.offset);
   return OutputImage::borrowing(judged.bytes, header_padding_end(image), tail_start, room);
-}
-
-// The identifier a new signature gets: --identifier, else the install name's or the
-// file's name (empty for standard input).
-std::string signature_identifier(const MachO& image, const RepairOptions& options) {
-  return options.identifier.empty() ? default_identifier(image, options.file_name) : options.identifier;
-}
-
-// What a new signature may add to the slice (a renewal keeps its size).
-uint64_t signature_room(const JudgedSlice& judged, const RepairOptions& options) {
-  const MachO& image = *judged.image;
-  if (image.code_signature.present && !judged.input.read_error) return 0;
-  return adhoc_signature_room(image.bytes.size(), signature_identifier(image, options));
-}
-
-// The first problem of an invalid signature, as the refusal and the report name it.
-std::string first_problem(const InputSignature& input) {
-  return input.read_error ? input.read_error->problem() : input.report.problems.front();
-}
-
-[[noreturn]] void refuse_invalid_signature(const InputSignature& input) {
-  size_t more = input.report.problems.size() - 1;
-  std::string message = "the input signature is invalid: " + first_problem(input);
-  if (more) message += " (and " + std::to_string(more) + " more problem" + (more == 1 ? "" : "s") + ")";
-  message +=
-      "; re-signing would make a changed or corrupt file look valid, so nothing is written (pass --resign-invalid "
-      "to re-sign it anyway)";
-  Error error(message, input.report.first_problem_at);
-  throw error.as_refusal();
-}
-
-[[noreturn]] void refuse_identity() {
-  Error error(
-      "signed with an identity (a CMS signature, e.g. Developer ID): it cannot be renewed without the signer's key; "
-      "pass --adhoc to replace it with an ad hoc signature");
-  throw error.as_refusal();
 }
 
 // --weak-link, planned on the slice as the load-command edits leave it (their names,
@@ -273,76 +165,6 @@ JudgedSlice unsupported_slice(const Bytes& slice, const FatSlice& entry) {
 // A slice that is not rewritten: borrowed whole from the input where it can be.
 OutputImage unchanged_image(const Bytes& bytes) { return OutputImage::borrowing(bytes, 0, bytes.size(), 0); }
 
-// A new signature is named after the install name, else the file name: standard
-// input has no file name.
-const std::string& new_identifier(const std::string& identifier) {
-  if (identifier.empty())
-    fail("a new signature needs an identifier, and the file has neither an install name nor a file name (standard "
-         "input): sign it with machofix sign --identifier");
-  return identifier;
-}
-
-// What re-signing a slice did: the new signature as its check read it (unset when the
-// slice was left unsigned), and what the report should warn of.
-struct SignatureOutcome {
-  std::optional<SignatureReport> after;
-  std::vector<std::string> warnings;
-};
-
-// Brings the signature of a rewritten (or, for `sign`, unchanged) slice up to date in
-// `bytes`, which grow only when a signature is added, and checks it.
-// `rewritten`: the slice as the rewrite's proof read it (its bytes are `bytes`'),
-// unset when it was not rewritten.
-SignatureOutcome update_signature(const JudgedSlice& judged, OutputImage& bytes, const std::optional<MachO>& rewritten,
-                                  const RepairOptions& options) {
-  SignatureOutcome outcome;
-  const MachO& image = *judged.image;
-  const InputSignature& input = judged.input;
-  uint64_t base = image.bytes.base();
-  std::string identifier = signature_identifier(image, options);
-  // A valid input signature's hashes serve every page the output borrows unchanged.
-  std::optional<VerifiedInputHashes> verified;
-  if (input.report.status == SignatureStatus::Valid && input.signature) verified.emplace(image, *input.signature);
-  const KnownPageHashes* known = verified ? &*verified : nullptr;
-  // A new signature's own page hashes serve its check for the pages no one can have
-  // changed since they were hashed (HashedPages): a signature added to an unsigned
-  // slice, or one renewed over an invalid one (whose hashes serve nothing).
-  std::optional<HashedPages> signed_pages;
-  std::optional<HashedPagesList> renewed_pages;
-  if (!image.code_signature.present) {
-    if (!options.sign_unsigned) {
-      if (image.cputype == macho::CPU_TYPE_ARM64)
-        outcome.warnings.push_back("unsigned arm64 slice left unsigned (it cannot run as is); pass --sign to sign it");
-      return outcome;
-    }
-    known = &signed_pages.emplace(add_adhoc_signature(bytes, base, new_identifier(identifier)));
-  } else if (input.read_error) {  // only with --resign-invalid: judge_slice refuses it otherwise
-    known = &signed_pages.emplace(replace_unreadable_signature(bytes, base, new_identifier(identifier)));
-  } else {
-    // Read once: the proof's reading of the rewritten slice, or now for `sign`.
-    std::optional<MachO> unchanged;
-    const MachO& current = rewritten ? *rewritten : unchanged.emplace(parse_macho(bytes.bytes(base)));
-    HashedPagesList written = input.signature->has_identity ? replace_with_adhoc_signature(bytes, current, known)
-                                                             : renew_code_signature(bytes, current, known);
-    if (!known) known = &renewed_pages.emplace(std::move(written));
-  }
-  // One verification of the new signature serves both the check and the report.
-  std::vector<uint8_t> spoiled;  // tests only (proof_seam.h)
-  SignatureReport after = signature_report(parse_macho(seam::offer(seam::ProofStep::Signature, bytes.bytes(base), spoiled)), known);
-  if (after.status != SignatureStatus::Valid)
-    fail("the renewed signature does not verify, nothing written: " +
-         (after.problems.empty() ? std::string("unreadable") : after.problems.front()));
-  after.status = !image.code_signature.present ? SignatureStatus::Added
-                 : input.read_error || input.signature->has_identity ? SignatureStatus::ReplacedAdHoc
-                                                                      : SignatureStatus::Renewed;
-  outcome.after = std::move(after);
-  if (input.report.status == SignatureStatus::Invalid)
-    outcome.warnings.push_back("input signature was invalid (" + input.report.problems.front() +
-                               "): re-signed because of --resign-invalid" +
-                               (input.read_error ? ", with a new linker-style ad hoc signature" : ""));
-  return outcome;
-}
-
 // The report of a rewritten slice: the judged slice's, with what the rewrite did.
 SliceReport report_of(JudgedSlice& judged, const SignatureOutcome& signature, bool changed) {
   SliceReport report = std::move(judged.report);
@@ -396,62 +218,6 @@ bool is_64_bit(const FatSlice& entry) { return entry.cputype & macho::CPU_ARCH_A
 
 std::string slice_part(const FatSlice& entry) { return "slice " + cpu_name(entry.cputype, entry.cpusubtype); }
 
-// A universal file's output: every slice at its offset; between them the input's
-// bytes (same layout) or zeros after a new `header` (a new layout).
-OutputImage place_slices(const Bytes& file, const Universal& universal, const std::vector<SliceJob>& jobs,
-                   const std::optional<Bytes>& header) {
-  std::vector<size_t> order(jobs.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(),
-            [&](size_t a, size_t b) { return universal.slices[a].offset < universal.slices[b].offset; });
-  uint64_t end = header ? 0 : file.size();
-  for (const FatSlice& entry : universal.slices) end = std::max(end, entry.offset + entry.size);
-  OutputImage output = OutputImage::zeroed(end);
-  uint64_t position = 0;
-  if (header) {
-    output.put_bytes_of(0, *header);
-    position = header->size();
-  }
-  for (size_t i : order) {
-    uint64_t offset = universal.slices[i].offset;
-    if (!header && offset > position) output.put_bytes_of(position, file.sub(position, offset - position, "universal file"));
-    output.put_image(offset, jobs[i].bytes);
-    position = std::max(position, offset + jobs[i].bytes.size());
-  }
-  if (!header && end > position) output.put_bytes_of(position, file.sub(position, end - position, "universal file"));
-  return output;
-}
-
-// Universal files: slices that keep their size are put back where they were,
-// otherwise the slices are laid out again.
-MachORepair assemble_universal(const Bytes& file, Universal universal, std::vector<SliceJob> jobs) {
-  MachORepair result;
-  result.report.universal = true;
-  result.report.fat64 = universal.fat64;
-  bool same_sizes = true;
-  for (size_t i = 0; i < jobs.size(); ++i) same_sizes &= jobs[i].bytes.size() == universal.slices[i].size;
-  std::vector<uint8_t> header;
-  if (!same_sizes) {
-    std::vector<uint64_t> sizes;
-    for (const SliceJob& job : jobs) sizes.push_back(job.bytes.size());
-    layout_universal(universal, sizes);
-    header = universal_header_bytes(universal);
-  }
-  result.output = place_slices(file, universal, jobs, same_sizes ? std::nullopt : std::optional<Bytes>(Bytes(header)));
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    jobs[i].report.offset = universal.slices[i].offset;
-    result.report.changed |= jobs[i].report.changed;
-    result.report.slices.push_back(std::move(jobs[i].report));
-  }
-  // The slices passed on their own; a new layout must also place them as dyld requires.
-  if (result.report.changed) {
-    std::vector<uint8_t> spoiled;  // tests only (proof_seam.h)
-    require_loader_rules(check_image_rules(seam::offer(seam::ProofStep::UniversalRules, result.output.bytes(), spoiled)),
-                         "the rewritten file");
-  }
-  return result;
-}
-
 // A slice's size after rewrite_slice, known before it runs: it grows only by a new
 // signature added to an unsigned slice (a renewal and a replaced identity signature
 // keep the signature's space); unset when an unreadable signature is replaced
@@ -464,18 +230,6 @@ std::optional<uint64_t> expected_size(const JudgedSlice& judged, const RepairOpt
   return adds_signature ? size + signature_room(judged, options) : size;
 }
 
-// Each slice of `before`, where `after` puts it, in output order; adjoining slices
-// that keep their distance make one range.
-std::vector<CopiedRange> slice_placement(const Universal& before, const Universal& after) {
-  std::vector<CopiedRange> placement;
-  for (size_t i = 0; i < before.slices.size(); ++i)
-    placement.push_back({before.slices[i].offset, after.slices[i].offset, before.slices[i].size});
-  std::sort(placement.begin(), placement.end(), [](const CopiedRange& a, const CopiedRange& b) { return a.out_at < b.out_at; });
-  std::vector<CopiedRange> joined;
-  for (const CopiedRange& range : placement) append_joined(joined, range);
-  return joined;
-}
-
 // What inspect shows of one slice: the analysis and the plan, nothing rewritten.
 SliceReport inspect_slice(const Bytes& slice, const RepairOptions& options) {
   MachO image = parse_macho(slice);
@@ -486,17 +240,6 @@ SliceReport inspect_slice(const Bytes& slice, const RepairOptions& options) {
 }
 
 }  // namespace
-
-std::vector<std::string> signature_failures(const MachOReport& report) {
-  std::vector<std::string> failures;
-  for (const SliceReport& slice : report.slices) {
-    if (!slice.handled) continue;  // a 32-bit slice: not ours to judge
-    if (slice.signature.status == SignatureStatus::Unsigned && slice.cputype == macho::CPU_TYPE_ARM64)
-      failures.push_back(slice.arch + ": not signed (arm64 code must be signed to run)");
-    for (const std::string& problem : slice.signature.problems) failures.push_back(slice.arch + ": " + problem);
-  }
-  return failures;
-}
 
 MachOReport inspect_macho(const Bytes& file, const RepairOptions& options) {
   MachOReport report;

@@ -1,0 +1,32 @@
+#include "core/rewrite/macho_report.h"
+
+#include "core/format/macho_format.h"
+
+namespace machofix {
+
+size_t MachOReport::removed_count() const {
+  size_t count = 0;
+  for (const SliceReport& slice : slices)
+    for (const DylibReport& dylib : slice.dylibs) count += dylib.removed;
+  return count;
+}
+
+size_t MachOReport::removable_count() const {
+  size_t count = 0;
+  for (const SliceReport& slice : slices)
+    for (const DylibReport& dylib : slice.dylibs) count += dylib.removable;
+  return count;
+}
+
+std::vector<std::string> signature_failures(const MachOReport& report) {
+  std::vector<std::string> failures;
+  for (const SliceReport& slice : report.slices) {
+    if (!slice.handled) continue;  // a 32-bit slice: not ours to judge
+    if (slice.signature.status == SignatureStatus::Unsigned && slice.cputype == macho::CPU_TYPE_ARM64)
+      failures.push_back(slice.arch + ": not signed (arm64 code must be signed to run)");
+    for (const std::string& problem : slice.signature.problems) failures.push_back(slice.arch + ": " + problem);
+  }
+  return failures;
+}
+
+}  // namespace machofix
