@@ -124,7 +124,7 @@ std::vector<uint8_t> minimal_uleb(uint64_t value) {
 }
 
 void put_bytes(MutableBytes out, uint64_t offset, const uint8_t* data, uint64_t length) {
-  if (!fits(offset, length, out.size())) fail_at(offset, "internal error: write past the end of the output");
+  if (!fits(offset, length, out.size())) fail_as(ErrorKind::Internal, "internal error: write past the end of the output", offset);
   if (length) std::memcpy(out.data() + offset, data, length);
 }
 

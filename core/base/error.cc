@@ -1,6 +1,8 @@
 #include "core/base/error.h"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 namespace machofix {
 
@@ -21,5 +23,11 @@ std::string Error::describe() const {
 void fail(const std::string& problem) { throw Error(problem); }
 
 void fail_at(uint64_t offset, const std::string& problem) { throw Error(problem, offset); }
+
+void fail_as(ErrorKind kind, const std::string& problem, std::optional<uint64_t> offset) {
+  throw Error(problem, offset).as(kind);
+}
+
+void fail_system(const std::string& what) { fail_as(ErrorKind::System, what + ": " + std::strerror(errno)); }
 
 }  // namespace machofix

@@ -13,6 +13,19 @@
 
 namespace machofix {
 
+// What kind of failure an Error is, for the code that decides what to do with it
+// (an archive refused whole, an exit status, a test); its words are for people.
+enum class ErrorKind {
+  Malformed,    // the input is not a valid file of its kind: the default
+  Refused,      // a valid file machofix decides not to rewrite (an invalid input
+                // signature, an identity signature, a loader rule the input breaks)
+  Inapplicable, // an edit that does not apply to this file: it matches nothing, or would
+                // duplicate an rpath
+  ProofFailed,  // a rewrite did not pass its proof before writing: nothing written
+  System,       // the operating system failed a call (I/O, space, permissions)
+  Internal,     // an invariant of machofix itself broke
+};
+
 class Error : public std::runtime_error {
  public:
   explicit Error(std::string what, std::optional<uint64_t> offset = std::nullopt)
@@ -42,11 +55,14 @@ class Error : public std::runtime_error {
   // with an identity), rather than a failure to read or write it: an archive with a
   // member refused so is refused as a whole, instead of being written with that
   // member copied unchanged.
-  Error& as_refusal() {
-    refusal_ = true;
+  Error& as_refusal() { return as(ErrorKind::Refused); }
+  bool refusal() const { return kind_ == ErrorKind::Refused; }
+
+  Error& as(ErrorKind kind) {
+    kind_ = kind;
     return *this;
   }
-  bool refusal() const { return refusal_; }
+  ErrorKind kind() const { return kind_; }
 
   // "file: part: offset 0x1c0: problem"
   std::string describe() const;
@@ -56,11 +72,15 @@ class Error : public std::runtime_error {
   std::string file_;
   std::string part_;
   std::optional<uint64_t> offset_;
-  bool refusal_ = false;
+  ErrorKind kind_ = ErrorKind::Malformed;
 };
 
 [[noreturn]] void fail(const std::string& problem);
 [[noreturn]] void fail_at(uint64_t offset, const std::string& problem);
+// An Error of `kind` (fail() and fail_at() make Malformed ones).
+[[noreturn]] void fail_as(ErrorKind kind, const std::string& problem, std::optional<uint64_t> offset = std::nullopt);
+// "WHAT: strerror(errno)", an ErrorKind::System.
+[[noreturn]] void fail_system(const std::string& what);
 
 std::string hex(uint64_t value);
 

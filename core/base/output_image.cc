@@ -60,7 +60,7 @@ void OutputImage::reserve(uint64_t lead, uint64_t capacity) {
 // Nothing is put over a borrowed range: its pages are read only.
 void OutputImage::require_unborrowed(uint64_t from, uint64_t to) const {
   for (const Borrowed& range : borrowed_)
-    if (from < range.to && range.from < to) fail("internal error: bytes put over a borrowed range of the output");
+    if (from < range.to && range.from < to) fail_as(ErrorKind::Internal, "internal error: bytes put over a borrowed range of the output");
 }
 
 // Maps [from, to) (whole pages of this image) read only from the file.
@@ -100,7 +100,7 @@ OutputImage OutputImage::borrowing(const Bytes& input, uint64_t head_end, uint64
 }
 
 void OutputImage::put_bytes_of(uint64_t at, const Bytes& source) {
-  if (!fits(at, source.size(), size_)) fail("internal error: bytes put past the end of the output");
+  if (!fits(at, source.size(), size_)) fail_as(ErrorKind::Internal, "internal error: bytes put past the end of the output");
   require_unborrowed(at, at + source.size());
   std::optional<FileBehind> file = file_behind(source.data(), source.size());
   uint64_t page = system_page_size(), address = reinterpret_cast<uint64_t>(data_ + at);
@@ -116,7 +116,7 @@ void OutputImage::put_bytes_of(uint64_t at, const Bytes& source) {
 }
 
 void OutputImage::put_image(uint64_t at, const OutputImage& other) {
-  if (!fits(at, other.size_, size_)) fail("internal error: a slice put past the end of the output");
+  if (!fits(at, other.size_, size_)) fail_as(ErrorKind::Internal, "internal error: a slice put past the end of the output");
   require_unborrowed(at, at + other.size_);
   uint64_t position = 0;
   for (const Borrowed& range : other.borrowed_) {
@@ -128,8 +128,8 @@ void OutputImage::put_image(uint64_t at, const OutputImage& other) {
 }
 
 void OutputImage::resize(uint64_t size) {
-  if (size > capacity_) fail("internal error: the output outgrew the room reserved for it");
-  if (!borrowed_.empty() && size < borrowed_.back().to) fail("internal error: the output shrank into a borrowed range");
+  if (size > capacity_) fail_as(ErrorKind::Internal, "internal error: the output outgrew the room reserved for it");
+  if (!borrowed_.empty() && size < borrowed_.back().to) fail_as(ErrorKind::Internal, "internal error: the output shrank into a borrowed range");
   if (size > size_) std::memset(data_ + size_, 0, size - size_);
   size_ = size;
 }

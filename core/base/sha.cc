@@ -187,7 +187,7 @@ std::vector<uint8_t> Hasher::hash(const Bytes& data) {
 
 std::vector<uint8_t> hash_pages(const Bytes& code, uint64_t page_size, uint8_t hash_type, unsigned threads,
                                 const KnownPageHashes* known) {
-  if (page_size == 0) fail("internal error: page size 0");
+  if (page_size == 0) fail_as(ErrorKind::Internal, "internal error: page size 0");
   uint64_t pages = page_count(code.size(), page_size);
   std::vector<uint8_t> out(pages * stored_hash_size(hash_type));
   ProgressMeter* progress = ProgressScope::current();  // the second thread has none of its own

@@ -234,7 +234,7 @@ namespace cs {
 
 CodeDirectoryHeader read_fixed_header(const Bytes& cd, uint32_t fixed_size) {
   if (fixed_size > sizeof(CodeDirectoryHeader))
-    fail("internal error: a CodeDirectory header of " + std::to_string(fixed_size) + " bytes");
+    fail_as(ErrorKind::Internal, "internal error: a CodeDirectory header of " + std::to_string(fixed_size) + " bytes");
   Bytes bytes = cd.sub(0, fixed_size, "CodeDirectory header");
   CodeDirectoryHeader header{};
   std::memcpy(&header, bytes.data(), bytes.size());

@@ -77,7 +77,7 @@ Error broken_rule(const std::vector<RuleViolation>& violations, const std::strin
 }  // namespace
 
 void require_loader_rules(const std::vector<RuleViolation>& violations, const std::string& what) {
-  if (!violations.empty()) throw broken_rule(violations, what);
+  if (!violations.empty()) throw broken_rule(violations, what).as(ErrorKind::ProofFailed);
 }
 
 void refuse_breaking_loader_rules(const std::vector<RuleViolation>& violations) {

@@ -17,7 +17,7 @@
 
 namespace machofix::archive_io {
 
-[[noreturn]] void system_fail(const std::string& what) { fail(what + ": " + std::strerror(errno)); }
+[[noreturn]] void system_fail(const std::string& what) { fail_system(what); }
 
 [[noreturn]] void library_fail(archive* handle, const std::string& what) {
   const char* why = archive_error_string(handle);

@@ -18,7 +18,7 @@ std::vector<CopiedRange> CopyAhead::finish() {
   for (size_t i = 0; i < plan_.size(); ++i) {
     uint64_t due = limit_ <= plan_[i].out_at ? 0 : std::min(plan_[i].length, limit_ - plan_[i].out_at);
     if (i >= copied_.size() || copied_[i].length < due)
-      fail("internal error: the early copy stopped short of " + hex(plan_[i].out_at + due));
+      fail_as(ErrorKind::Internal, "internal error: the early copy stopped short of " + hex(plan_[i].out_at + due));
   }
   return copied_;
 }

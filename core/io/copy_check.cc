@@ -38,7 +38,8 @@ void compare_range(const uint8_t* input, const uint8_t* written, const CopiedRan
   if (std::memcmp(expected, written, range.length) == 0) return;
   uint64_t at = 0;
   while (expected[at] == written[at]) ++at;
-  fail_at(range.out_at + at, "the output differs from input offset " + hex(range.in_at + at) + ", which it copies");
+  fail_as(ErrorKind::ProofFailed, "the output differs from input offset " + hex(range.in_at + at) + ", which it copies",
+          range.out_at + at);
 }
 
 // Starts writing a copied range to disk now, so that commit()'s fsync has little
@@ -55,7 +56,7 @@ void start_writeback(int fd, uint64_t offset, uint64_t length) {
 
 Descriptor open_output(const std::string& temp_path) {
   Descriptor output(::open(temp_path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!output.valid()) fail("cannot reopen the temporary output to verify it");
+  if (!output.valid()) fail_system("cannot reopen the temporary output to verify it");
   return output;
 }
 
@@ -71,12 +72,12 @@ void OutputMapping::resize(uint64_t size) {
 }
 
 const uint8_t* OutputMapping::range(uint64_t at, uint64_t length) {
-  if (!fits(at, length, size_)) fail_at(at, "internal error: a range past the end of the output is compared");
+  if (!fits(at, length, size_)) fail_as(ErrorKind::Internal, "internal error: a range past the end of the output is compared", at);
   if (!read_) return base_ + at;
   int64_t got = read_fully_at(fd_, read_.get() + at, length, at);
-  if (got < 0) fail_at(at, "cannot read back the temporary output: " + std::string(std::strerror(errno)));
+  if (got < 0) fail_as(ErrorKind::System, "cannot read back the temporary output: " + std::string(std::strerror(errno)), at);
   if (static_cast<uint64_t>(got) < length)
-    fail_at(at + static_cast<uint64_t>(got), "the temporary output ends before the copy it should hold");
+    fail_as(ErrorKind::ProofFailed, "the temporary output ends before the copy it should hold", at + static_cast<uint64_t>(got));
   return read_.get() + at;
 }
 
@@ -89,7 +90,7 @@ void OutputMapping::map(uint64_t size) {
     return;
   }
   void* base = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd_, 0);
-  if (base == MAP_FAILED) fail("cannot map the temporary output to verify it");
+  if (base == MAP_FAILED) fail_system("cannot map the temporary output to verify it");
   base_ = static_cast<const uint8_t*>(base);
   register_read_only_mapping(base_, size_, fd_);  // so release_mapped_pages lets its pages go
 }

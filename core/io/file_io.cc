@@ -36,7 +36,7 @@ namespace {
 [[noreturn]] void system_error(const std::string& what, const std::string& path) {
   Error error(what + ": " + std::strerror(errno));
   error.in_file(path);
-  throw error;
+  throw error.as(ErrorKind::System);
 }
 
 std::string directory_of(const std::string& path) {

@@ -9,7 +9,7 @@ namespace machofix {
 namespace {
 
 const OutputImage::Borrowed& from_input(const OutputImage::Borrowed& range, const MappedFile& input) {
-  if (range.fd != input.fd()) fail("internal error: the output borrows from another file than its input");
+  if (range.fd != input.fd()) fail_as(ErrorKind::Internal, "internal error: the output borrows from another file than its input");
   return range;
 }
 

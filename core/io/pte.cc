@@ -151,7 +151,7 @@ void read_segments(const Bytes& file, const DataSegmentVector* segments, Contain
     entry.size_at = field_position(file, entry.table_at, DataSegment::VT_SIZE);
     // The vtable walk must find what the generated accessors read.
     if ((entry.offset_at && file.u64(*entry.offset_at) != entry.offset) || (entry.size_at && file.u64(*entry.size_at) != entry.size))
-      fail_at(entry.table_at, "internal error: DataSegment fields are not where the vtable says");
+      fail_as(ErrorKind::Internal, "internal error: DataSegment fields are not where the vtable says", entry.table_at);
     container.segments.push_back(entry);
   }
 }

@@ -324,14 +324,14 @@ void build_pieces(const Container& container, Plan& plan) {
   int64_t shift = 0;
   for (Edit& edit : collect_edits(plan)) {
     if (edit.start < cursor)
-      fail_at(edit.start, "internal error: the edit of " + edit.what + " overlaps an earlier edit (ending at " + hex(cursor) + ")");
+      fail_as(ErrorKind::Internal, "internal error: the edit of " + edit.what + " overlaps an earlier edit (ending at " + hex(cursor) + ")", edit.start);
     add_copy(plan.pieces, cursor, cursor + shift, edit.start - cursor);
     uint64_t out_end = edit.start + shift + edit.size();
     if (edit.image) add_image(plan.pieces, edit.start + shift, *edit.image);
     else add_bytes(plan.pieces, edit.start + shift, std::move(edit.bytes));
     shift = edit.shift_after.value_or(shift);
     uint64_t resume_out = edit.resume + shift;
-    if (resume_out < out_end) fail_at(edit.start, "internal error: the segment after " + edit.what + " would overlap it");
+    if (resume_out < out_end) fail_as(ErrorKind::Internal, "internal error: the segment after " + edit.what + " would overlap it", edit.start);
     add_bytes(plan.pieces, out_end, std::vector<uint8_t>(resume_out - out_end, 0));  // padding stays zero
     cursor = edit.resume;
   }

@@ -172,6 +172,9 @@ void verify_output(const Container& before, const Plan& plan, const std::string&
     compare_new_bytes(written.bytes(), plan);
     checker.finish();
   } catch (Error& error) {
+    // An output that does not read back as planned failed its proof; a failed read is
+    // still the system's.
+    if (error.kind() == ErrorKind::Malformed) error.as(ErrorKind::ProofFailed);
     throw error.in_part("verifying the output before committing it (offsets in the output)");
   }
 }

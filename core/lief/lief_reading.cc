@@ -14,7 +14,7 @@
 namespace machofix {
 
 void lief_disagrees(const std::string& problem) {
-  fail("LIEF reads the rewritten slice differently, nothing written: " + problem);
+  fail_as(ErrorKind::ProofFailed, "LIEF reads the rewritten slice differently, nothing written: " + problem);
 }
 
 namespace {

@@ -246,7 +246,7 @@ HashedPages write_linker_signature(MutableBytes slice, const LinkerSignatureLayo
 
 void put_fixed_header(MutableBytes out, uint64_t at, const CodeDirectoryHeader& header, uint32_t fixed_size) {
   if (fixed_size > sizeof header)
-    fail("internal error: a CodeDirectory header of " + std::to_string(fixed_size) + " bytes");
+    fail_as(ErrorKind::Internal, "internal error: a CodeDirectory header of " + std::to_string(fixed_size) + " bytes");
   put_bytes(out, at, reinterpret_cast<const uint8_t*>(&header), fixed_size);
 }
 

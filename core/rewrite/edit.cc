@@ -47,7 +47,7 @@ class Planner {
   // command line, a note for one found in a walk.
   void unmatched(EditKind kind, const std::string& old_value, const std::string& new_value,
                  const std::string& problem) {
-    if (!options_.unmatched_is_note) fail(problem);
+    if (!options_.unmatched_is_note) fail_as(ErrorKind::Inapplicable, problem);
     record(kind, old_value, new_value, EditStatus::NoMatch);
   }
 
@@ -132,7 +132,7 @@ class Planner {
 };
 
 [[noreturn]] void verification_failed(const std::string& problem) {
-  fail("verification of the edited file failed, nothing written: " + problem);
+  fail_as(ErrorKind::ProofFailed, "verification of the edited file failed, nothing written: " + problem);
 }
 
 void verify_commands(const EditPlan& plan, const MachO& after) {
@@ -184,7 +184,7 @@ WeakLinkEdit plan_weak_link_edit(const MachO& edited, const ImportScan& scan, co
   WeakLinkEdit stage;
   for (const std::string& glob : plan.unmatched_globs) {
     if (!options.unmatched_is_note)
-      fail("--weak-link " + quoted(glob) + ": no dependent dylib's install name matches " + quoted(glob) +
+      fail_as(ErrorKind::Inapplicable, "--weak-link " + quoted(glob) + ": no dependent dylib's install name matches " + quoted(glob) +
            (options.change.empty() ? "" : " (after --change)"));
     stage.records.push_back({EditKind::WeakLink, glob, "", EditStatus::NoMatch});
   }
@@ -202,7 +202,7 @@ WeakLinkEdit plan_weak_link_edit(const MachO& edited, const ImportScan& scan, co
 }
 
 void apply_edit(const MachO& image, const EditPlan& plan, MutableBytes out) {
-  if (out.size() != image.bytes.size()) fail("internal error: the output slice is not a copy of the input");
+  if (out.size() != image.bytes.size()) fail_as(ErrorKind::Internal, "internal error: the output slice is not a copy of the input");
   if (plan.changes()) plan.commands.write(image, out);
 }
 

@@ -17,7 +17,7 @@ uint32_t read_u32(const std::vector<uint8_t>& command, uint64_t offset) {
 void check_command(const std::vector<uint8_t>& command) {
   if (command.size() < sizeof(macho::LoadCommand) || command.size() % macho::kCommandAlign64 != 0 ||
       read_u32(command, offsetof(macho::LoadCommand, cmdsize)) != command.size())
-    fail("internal error: a load command of " + std::to_string(command.size()) + " bytes with a cmdsize that does not match");
+    fail_as(ErrorKind::Internal, "internal error: a load command of " + std::to_string(command.size()) + " bytes with a cmdsize that does not match");
 }
 
 // The first byte of every LINKEDIT range the image places, to bound the padding.
@@ -54,7 +54,7 @@ void LoadCommandList::replace(size_t index, std::vector<uint8_t> command) {
 
 void LoadCommandList::insert(size_t index, std::vector<uint8_t> command) {
   check_command(command);
-  if (index > commands_.size()) fail("internal error: a load command inserted past the end");
+  if (index > commands_.size()) fail_as(ErrorKind::Internal, "internal error: a load command inserted past the end");
   commands_.insert(commands_.begin() + index, std::move(command));
   origins_.insert(origins_.begin() + index, std::nullopt);
 }
@@ -115,7 +115,7 @@ std::string command_string(const std::vector<uint8_t>& command, uint64_t field) 
 
 std::vector<uint8_t> with_command_string(const std::vector<uint8_t>& command, uint64_t field, const std::string& text) {
   uint32_t offset = read_u32(command, field);
-  if (offset > command.size()) fail("internal error: a load command string offset outside the command");
+  if (offset > command.size()) fail_as(ErrorKind::Internal, "internal error: a load command string offset outside the command");
   std::vector<uint8_t> result(command.begin(), command.begin() + offset);
   result.insert(result.end(), text.begin(), text.end());
   result.resize(align_up(result.size() + 1, macho::kCommandAlign64), 0);

@@ -315,7 +315,7 @@ bool MachORewrite::rewrites() const {
 }
 
 std::vector<CopiedRange> MachORewrite::expected_placement() const {
-  if (!state_) fail("internal error: a MachORewrite runs once");
+  if (!state_) fail_as(ErrorKind::Internal, "internal error: a MachORewrite runs once");
   std::vector<CopiedRange> in_place = in_place_plan(state_->file.size());
   if (!state_->universal) return in_place;
   std::vector<uint64_t> sizes;
@@ -339,7 +339,7 @@ std::vector<CopiedRange> MachORewrite::expected_placement() const {
 }
 
 MachORepair MachORewrite::run() {
-  if (!state_) fail("internal error: a MachORewrite runs once");
+  if (!state_) fail_as(ErrorKind::Internal, "internal error: a MachORewrite runs once");
   std::unique_ptr<State> state = std::move(state_);
   std::vector<SliceJob> jobs;
   for (size_t i = 0; i < state->slices.size(); ++i) {

@@ -163,7 +163,7 @@ std::vector<uint8_t> apply_prune(const MachO& image, const ImportScan& scan, con
 }
 
 void apply_prune(const MachO& image, const ImportScan& scan, const PrunePlan& plan, MutableBytes out) {
-  if (out.size() != image.bytes.size()) fail("internal error: the output slice is not a copy of the input");
+  if (out.size() != image.bytes.size()) fail_as(ErrorKind::Internal, "internal error: the output slice is not a copy of the input");
   if (!plan.left_unchanged_because.empty() || plan.removal_count() == 0) return;
   std::vector<int> map = renumbering(plan);
   for (const OrdinalSite& site : scan.sites) {
@@ -180,7 +180,7 @@ void apply_prune(const MachO& image, const ImportScan& scan, const PrunePlan& pl
 namespace {
 
 [[noreturn]] void verification_failed(const std::string& problem) {
-  fail("verification of the rewritten file failed, nothing written: " + problem);
+  fail_as(ErrorKind::ProofFailed, "verification of the rewritten file failed, nothing written: " + problem);
 }
 
 void verify_dylibs(const MachO& before, const PrunePlan& plan, const MachO& after) {

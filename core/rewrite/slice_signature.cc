@@ -119,7 +119,7 @@ SignatureOutcome update_signature(const JudgedSlice& judged, OutputImage& bytes,
   std::vector<uint8_t> spoiled;  // tests only (proof_seam.h)
   SignatureReport after = signature_report(parse_macho(seam::offer(seam::ProofStep::Signature, bytes.bytes(base), spoiled)), known);
   if (after.status != SignatureStatus::Valid)
-    fail("the renewed signature does not verify, nothing written: " +
+    fail_as(ErrorKind::ProofFailed, "the renewed signature does not verify, nothing written: " +
          (after.problems.empty() ? std::string("unreadable") : after.problems.front()));
   after.status = !image.code_signature.present ? SignatureStatus::Added
                  : input.read_error || input.signature->has_identity ? SignatureStatus::ReplacedAdHoc

@@ -161,7 +161,7 @@ std::vector<uint8_t> apply_weak_link(const MachO& image, const ImportScan& scan,
 }
 
 void apply_weak_link(const MachO& image, const ImportScan& scan, const std::vector<int>& ordinals, MutableBytes out) {
-  if (out.size() != image.bytes.size()) fail("internal error: the output slice is not a copy of the input");
+  if (out.size() != image.bytes.size()) fail_as(ErrorKind::Internal, "internal error: the output slice is not a copy of the input");
   for (int ordinal : ordinals)
     if (std::string reason = weak_link_refusal(image, scan, ordinal); !reason.empty())
       fail("cannot weak-link " + resolve_ordinal(image, ordinal) + ": " + reason);
@@ -179,7 +179,7 @@ void apply_weak_link(const MachO& image, const ImportScan& scan, const std::vect
 namespace {
 
 [[noreturn]] void verification_failed(const std::string& problem) {
-  fail("verification of the weak-linked file failed, nothing written: " + problem);
+  fail_as(ErrorKind::ProofFailed, "verification of the weak-linked file failed, nothing written: " + problem);
 }
 
 void verify_dylibs(const MachO& before, const Targets& targets, const MachO& after) {

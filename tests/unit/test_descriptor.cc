@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "tests/support/thrown.h"
 #include "core/base/descriptor.h"
 #include "core/base/error.h"
 #include "core/io/file_io.h"
@@ -70,7 +71,8 @@ TEST_CASE("a Descriptor closes what it holds, once, and hands it on when moved")
 TEST_CASE("a MappedFile that fails to open a file leaks no descriptor") {
   int before = open_descriptors();
   std::string path = scratch_file(std::string(100, 'x'));
-  CHECK_THROWS_AS(MappedFile("/tmp"), Error);  // a directory: not a regular file
+  test::thrown_as(ErrorKind::Malformed, [] { MappedFile("/tmp"); });  // a directory: not a regular file
+  test::thrown_as(ErrorKind::System, [] { MappedFile("/nonexistent/machofix"); });
   CHECK(open_descriptors() == before);
 
   // A file that reads back shorter than fstat said (a sysfs attribute: 4096 bytes by

@@ -3,6 +3,7 @@
 // images (tests/support/macho_builder.h) read by the real parser.
 #include <doctest/doctest.h>
 
+#include "tests/support/thrown.h"
 #include "core/rewrite/edit.h"
 #include "core/rewrite/load_commands.h"
 #include "core/format/macho.h"
@@ -134,6 +135,8 @@ TEST_CASE("plan_edit: install_name_tool's order, 'already' for a satisfied edit,
   EditOptions none;
   none.delete_rpath = {"/nowhere/*"};
   CHECK_THROWS_WITH_AS(plan_edit(image, none), "--delete-rpath '/nowhere/*': no LC_RPATH matches", Error);
+  test::thrown_as(ErrorKind::Inapplicable, [&] { plan_edit(image, none); });
+  test::thrown_as(ErrorKind::Inapplicable, [&] { plan_edit(two, duplicate); });
   none.unmatched_is_note = true;
   EditPlan noted = plan_edit(image, none);
   CHECK(!noted.changes());

@@ -667,6 +667,7 @@ TEST_CASE("a universal input whose slices dyld would refuse is refused before an
     FAIL("no error");
   } catch (const Error& error) {
     CHECK(error.offset().value_or(0) == 16);
+    CHECK(error.kind() == ErrorKind::Refused);
     CHECK(error.problem().find("the input breaks the loader rule fat-slice-aligned") == 0);
   }
   CHECK(rule_ids(inspect_macho(Bytes(fat)).loader_rules) == std::set<std::string>{"fat-slice-aligned"});

@@ -6,6 +6,7 @@
 // -weak_library.
 #include <doctest/doctest.h>
 
+#include "tests/support/thrown.h"
 #include "core/lief/lief_check.h"
 #include "core/rewrite/edit.h"
 #include "core/base/error.h"
@@ -293,6 +294,7 @@ TEST_SUITE("weak link") {
     auto refused = [&](std::vector<uint8_t> output, const char* why) {
       CAPTURE(why);
       CHECK_THROWS_WITH_AS(verify_weak_link(image, scan, {2}, Bytes(output), cross_check_with_lief), doctest::Contains("nothing written"), Error);
+      test::thrown_as(ErrorKind::ProofFailed, [&] { verify_weak_link(image, scan, {2}, Bytes(output), cross_check_with_lief); });
     };
     std::vector<uint8_t> spoiled = good;
     spoiled[built.image.symbol_offsets[0] + offsetof(macho::Nlist64, n_desc)] &= ~N_WEAK_REF;
