@@ -29,6 +29,18 @@ const char* to_text(FileStatus status) {
   return "?";
 }
 
+const char* to_text(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::Malformed: return "malformed";
+    case ErrorKind::Refused: return "refused";
+    case ErrorKind::Inapplicable: return "inapplicable";
+    case ErrorKind::ProofFailed: return "proof-failed";
+    case ErrorKind::System: return "system";
+    case ErrorKind::Internal: return "internal";
+  }
+  return "?";
+}
+
 const char* to_text(SignatureStatus status) {
   switch (status) {
     case SignatureStatus::Unsigned: return "unsigned";

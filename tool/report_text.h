@@ -9,6 +9,7 @@ namespace machofix::cli {
 
 const char* to_text(FileKind kind);             // "mach-o", "mach-o universal", "pte", ...
 const char* to_text(FileStatus status);         // "changed", "would change", ...
+const char* to_text(ErrorKind kind);            // "malformed", "refused", ..., "proof-failed"
 const char* to_text(SignatureStatus status);    // "unsigned", "valid", ..., "replaced (ad hoc)"
 const char* to_text(DylibKind kind);            // "load", "weak", "reexport", "upward"
 const char* to_text(ContainerKind kind);        // "pte", "ptd"

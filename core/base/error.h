@@ -19,8 +19,8 @@ enum class ErrorKind {
   Malformed,    // the input is not a valid file of its kind: the default
   Refused,      // a valid file machofix decides not to rewrite (an invalid input
                 // signature, an identity signature, a loader rule the input breaks)
-  Inapplicable, // an edit that does not apply to this file: it matches nothing, or would
-                // duplicate an rpath
+  Inapplicable, // what was asked does not apply to this input: an edit that matches
+                // nothing or would duplicate an rpath, standard input where it cannot go
   ProofFailed,  // a rewrite did not pass its proof before writing: nothing written
   System,       // the operating system failed a call (I/O, space, permissions)
   Internal,     // an invariant of machofix itself broke

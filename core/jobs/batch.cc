@@ -48,17 +48,19 @@ class Planner {
   }
 
   BatchPlan finish() { return std::move(plan_); }
-  void refuse(const std::string& path, const std::string& problem) { walk_failure(path, problem); }
+  void refuse(const std::string& path, const std::string& problem) { walk_failure(path, problem, ErrorKind::Inapplicable); }
 
  private:
   // "-": read once, written only to one named output file or standard output.
   void add_standard_input() {
-    if (standard_input_seen_) return walk_failure(kStandardStream, "standard input can be read only once");
+    if (standard_input_seen_) return walk_failure(kStandardStream, "standard input can be read only once", ErrorKind::Inapplicable);
     standard_input_seen_ = true;
-    if (in_place_) return walk_failure(kStandardStream, "standard input cannot be replaced in place: use -o FILE or -o -");
+    if (in_place_) return walk_failure(kStandardStream, "standard input cannot be replaced in place: use -o FILE or -o -",
+                          ErrorKind::Inapplicable);
     if (mirror_)
       return walk_failure(kStandardStream, "standard input has no name to give it in the output directory " + output_ +
-                                               ": give it alone, with -o FILE or -o -");
+                                               ": give it alone, with -o FILE or -o -",
+                          ErrorKind::Inapplicable);
     plan_.items.push_back(BatchItem{kStandardStream, kStandardStream, output_, {}, "", {}, /*named=*/true, false, -1});
   }
 
@@ -96,7 +98,7 @@ class Planner {
     struct stat info;
     if (stat(path.c_str(), &info) != 0) return walk_failure(shown, "cannot read (dangling symlink?)");
     // Sockets, fifos, devices are no models: passed over in a tree, refused when named.
-    if (!S_ISREG(info.st_mode)) return item.named ? walk_failure(shown, "not a regular file") : void();
+    if (!S_ISREG(info.st_mode)) return item.named ? walk_failure(shown, "not a regular file", ErrorKind::Malformed) : void();
     if (symlink) {
       std::error_code error;
       item.input = fs::canonical(path, error).string();
@@ -123,10 +125,11 @@ class Planner {
     plan_.items.push_back(std::move(item));
   }
 
-  void walk_failure(const std::string& path, const std::string& problem) {
+  void walk_failure(const std::string& path, const std::string& problem, ErrorKind kind = ErrorKind::System) {
     FileReport report;
     report.path = path;
     report.status = FileStatus::Failed;
+    report.error_kind = kind;
     report.error = path + ": " + problem;
     plan_.preliminary.push_back(std::move(report));
   }
@@ -189,6 +192,7 @@ FileReport recreate_symlink(const BatchItem& item, bool dry_run) {
   fs::create_symlink(item.symlink_text, item.output, error);
   if (error) {
     report.status = FileStatus::Failed;
+    report.error_kind = ErrorKind::System;
     report.error = item.shown + ": cannot recreate the symlink at " + item.output + ": " + error.message();
   }
   return report;

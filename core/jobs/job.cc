@@ -230,9 +230,10 @@ void run_archive(const MappedFile& input, Operation operation, const JobOptions&
     if (member_report.status == FileStatus::Failed) {  // the temporary path means nothing to the user
       std::string problem = member_report.error.substr(temp_path.size() + 2);
       // The archive is refused with it (rewrite_archive adds the archive and the member).
-      if (member_report.refused) throw Error(problem).as_refusal();
+      ErrorKind kind = member_report.error_kind.value_or(ErrorKind::Malformed);
+      if (member_report.refused) throw Error(problem).as(kind);
       // Written, it would carry the member unfixed: nothing is written instead.
-      if (!archive_options.dry_run) throw Error(problem);
+      if (!archive_options.dry_run) throw Error(problem).as(kind);
       member_report.error = input.path() + ": " + member.name + ": " + problem;
     }
     bool changed = member_report.status == FileStatus::Changed;
@@ -336,9 +337,11 @@ FileReport run_job(const std::string& path, Operation operation, const JobOption
   } catch (Error& error) {
     report.status = FileStatus::Failed;
     report.refused = error.refusal();
+    report.error_kind = error.kind();
     report.error = error.in_file(path).describe();
   } catch (const std::bad_alloc&) {
     report.status = FileStatus::Failed;
+    report.error_kind = ErrorKind::System;
     report.error = path + ": out of memory";
   }
   if (options.dry_run || report.status == FileStatus::Failed) forget_removals(report);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/base/error.h"
 #include "core/rewrite/macho_repair.h"
 #include "core/io/pte.h"
 
@@ -50,6 +51,7 @@ struct FileReport {
   // Failed by a decision (an invalid input signature, an identity signature
   // without --adhoc; Error::refusal()), not because the file could not be read
   bool refused = false;
+  std::optional<ErrorKind> error_kind;  // for Failed: what kind of failure (core/base/error.h)
   std::string skipped_because;  // for Skipped Mach-O files of another type: what the file is
   std::vector<std::string> notes;  // links, backups, copies: what was done besides
   std::optional<MachOReport> macho;

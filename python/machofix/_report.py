@@ -10,6 +10,9 @@ from typing import Any, Dict, List, Literal, Optional, Type, TypeVar, Union, get
 
 FileKind = Literal["mach-o", "mach-o universal", "pte", "ptd", "archive", "elf", "other"]
 FileStatus = Literal["changed", "unchanged", "would change", "inspected", "skipped", "failed"]
+# Why a file failed: bad input, a refusal, an edit that does not apply, a rewrite that
+# failed its proof, the system, or an internal error.
+ErrorKind = Literal["malformed", "refused", "inapplicable", "proof-failed", "system", "internal"]
 SignatureStatus = Literal["unsigned", "valid", "invalid", "renewed", "added", "replaced (ad hoc)"]
 DylibKind = Literal["load", "weak", "reexport", "upward"]
 BlobKind = Literal["mach-o", "mach-o universal", "elf", "other"]
@@ -174,6 +177,7 @@ class FileReport:
     error: Optional[str] = None  # status "failed": file, part, byte offset and problem
     skipped_because: Optional[str] = None  # status "skipped": a Mach-O file of another type, e.g. an object file
     refused: bool = False  # "failed" by a decision (an invalid input signature, an identity one), not bad input
+    error_kind: Optional[ErrorKind] = None  # status "failed": what kind of failure
     macho: Optional[MachOReport] = None  # Mach-O files
     pte: Optional[PteReport] = None  # .pte and .ptd files
     members: List["FileReport"] = field(default_factory=list)  # archives: the members that are models

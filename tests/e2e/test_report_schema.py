@@ -268,17 +268,27 @@ def check_runs(reports, inputs):
     reports.run("check: no finding", "check", "--no-contract", inputs.path(CLEAN))
 
 
+def error_kinds(document):
+    return {f.get("error_kind") for f in files(document) if f["status"] == "failed"}
+
+
 def failure_runs(reports, inputs):
-    reports.run("a named file that is not a model", "inspect", inputs.path("notes.txt"), status=2)
+    document = reports.run("a named file that is not a model", "inspect", inputs.path("notes.txt"), status=2)
+    expect(error_kinds(document) == {"malformed"}, "a file that is not a model: error_kind malformed")
+    document = reports.run("an edit that matches nothing", "edit", "--dry-run", "--delete-rpath", "/nowhere/*",
+                           inputs.path(CLEAN), status=2)
+    expect(error_kinds(document) == {"inapplicable"}, "an edit matching nothing: error_kind inapplicable")
     reports.run("a Mach-O object file named", "prune", inputs.path("object.o"), "--dry-run", status=2)
     document = reports.run("refused: an invalid signature", "prune", inputs.path("tampered.dylib"), "-o",
                            reports.out("refused.out"), status=2)
     expect(any(f.get("refused") for f in files(document)), "an invalid signature: refused")
+    expect(error_kinds(document) == {"refused"}, "an invalid signature: error_kind refused")
     reports.run("refused: an identity signature", "sign", inputs.path("identity.dylib"), "-o",
                 reports.out("identity.out"), status=2)
     reports.run("refused: an archive with a tampered member", "prune", inputs.path("tampered.zip"), "-o",
                 reports.out("tampered.zip"), status=2)
-    reports.run("a file that does not exist", "verify", inputs.path("missing.dylib"), status=2)
+    document = reports.run("a file that does not exist", "verify", inputs.path("missing.dylib"), status=2)
+    expect(error_kinds(document) == {"system"}, "a file that does not exist: error_kind system")
 
 
 def resolve(root, pointer):

@@ -16,6 +16,12 @@ TEST_CASE("report words: statuses") {
   CHECK(std::string(to_text(FileStatus::Inspected)) == "inspected");
   CHECK(std::string(to_text(FileStatus::Skipped)) == "skipped");
   CHECK(std::string(to_text(FileStatus::Failed)) == "failed");
+  CHECK(std::string(to_text(ErrorKind::Malformed)) == "malformed");
+  CHECK(std::string(to_text(ErrorKind::Refused)) == "refused");
+  CHECK(std::string(to_text(ErrorKind::Inapplicable)) == "inapplicable");
+  CHECK(std::string(to_text(ErrorKind::ProofFailed)) == "proof-failed");
+  CHECK(std::string(to_text(ErrorKind::System)) == "system");
+  CHECK(std::string(to_text(ErrorKind::Internal)) == "internal");
   CHECK(std::string(to_text(SignatureStatus::Unsigned)) == "unsigned");
   CHECK(std::string(to_text(SignatureStatus::Valid)) == "valid");
   CHECK(std::string(to_text(SignatureStatus::Invalid)) == "invalid");
