@@ -146,7 +146,7 @@ Json pte_json(const PteReport& pte) {
 Json file_json(const FileReport& report) {
   Json json = {{"path", report.path}, {"kind", to_text(report.kind)}, {"status", to_text(report.status)}};
   if (!report.error.empty()) json["error"] = report.error;
-  if (report.refused) json["refused"] = true;
+  if (report.refused()) json["refused"] = true;
   if (report.error_kind) json["error_kind"] = to_text(*report.error_kind);
   if (!report.skipped_because.empty()) json["skipped_because"] = report.skipped_because;
   json["notes"] = report.notes;

@@ -229,11 +229,11 @@ void run_archive(const MappedFile& input, Operation operation, const JobOptions&
     member_report.path = member.name;
     if (member_report.status == FileStatus::Failed) {  // the temporary path means nothing to the user
       std::string problem = member_report.error.substr(temp_path.size() + 2);
-      // The archive is refused with it (rewrite_archive adds the archive and the member).
-      ErrorKind kind = member_report.error_kind.value_or(ErrorKind::Malformed);
-      if (member_report.refused) throw Error(problem).as(kind);
-      // Written, it would carry the member unfixed: nothing is written instead.
-      if (!archive_options.dry_run) throw Error(problem).as(kind);
+      // Refused, the archive is refused with it; written, it would carry the member
+      // unfixed: either way nothing is written, the member's kind of failure kept
+      // (rewrite_archive adds the archive and the member).
+      if (member_report.refused() || !archive_options.dry_run)
+        throw Error(problem).as(member_report.error_kind.value_or(ErrorKind::Malformed));
       member_report.error = input.path() + ": " + member.name + ": " + problem;
     }
     bool changed = member_report.status == FileStatus::Changed;
@@ -336,7 +336,6 @@ FileReport run_job(const std::string& path, Operation operation, const JobOption
     }
   } catch (Error& error) {
     report.status = FileStatus::Failed;
-    report.refused = error.refusal();
     report.error_kind = error.kind();
     report.error = error.in_file(path).describe();
   } catch (const std::bad_alloc&) {

@@ -48,10 +48,10 @@ struct FileReport {
   FileKind kind = FileKind::Other;
   FileStatus status = FileStatus::Failed;  // until the job says otherwise: never a silent pass
   std::string error;  // for Failed: file, part, offset and problem
-  // Failed by a decision (an invalid input signature, an identity signature
-  // without --adhoc; Error::refusal()), not because the file could not be read
-  bool refused = false;
   std::optional<ErrorKind> error_kind;  // for Failed: what kind of failure (core/base/error.h)
+  // Failed by a decision (an invalid input signature, an identity signature
+  // without --adhoc), not because the file could not be read
+  bool refused() const { return error_kind == ErrorKind::Refused; }
   std::string skipped_because;  // for Skipped Mach-O files of another type: what the file is
   std::vector<std::string> notes;  // links, backups, copies: what was done besides
   std::optional<MachOReport> macho;
