@@ -20,7 +20,7 @@ namespace machofix::fuzz {
 void run_macho(const uint8_t* data, size_t size);
 
 // Code signatures of every thin 64-bit slice: read_code_signature,
-// check_code_signature, verify_code_signature; renew_code_signature,
+// check_code_signature and the words of its findings; renew_code_signature,
 // replace_with_adhoc_signature and (unsigned slices) add_adhoc_signature on copies,
 // each result re-read and checked again.
 void run_codesign(const uint8_t* data, size_t size);

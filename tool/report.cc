@@ -61,21 +61,22 @@ void slice_text(std::ostringstream& out, const SliceReport& slice, bool inspect,
   if (!slice.install_name.empty()) out << " " << slice.install_name;
   if (!slice.flags.empty()) out << " [" << join(slice.flags, ", ") << "]";
   out << "\n" << indent << "  signature: " << signature_line(slice.signature) << "\n";
-  for (const std::string& problem : slice.signature.problems) out << indent << "    " << problem << "\n";
+  for (const SignatureFinding& problem : slice.signature.findings.problems)
+    out << indent << "    " << describe(problem) << "\n";
   for (const DylibReport& dylib : slice.dylibs) {
     char head[48];
     std::snprintf(head, sizeof head, "  %3d %-8s ", dylib.ordinal, to_text(dylib.kind));
     out << indent << head << dylib.install_name << "\n" << indent << "        " << symbol_summary(dylib);
     if (dylib.removed) out << " -> removed";
-    else if (dylib.removable) out << (inspect ? " -> unused: prune removes it" : " -> unused: would be removed");
-    else if (!dylib.reason.empty() && dylib.symbols.empty()) out << " -> " << dylib.reason;
+    else if (dylib.removable()) out << (inspect ? " -> unused: prune removes it" : " -> unused: would be removed");
+    else if (dylib.decision && dylib.symbols.empty()) out << " -> " << to_text(*dylib.decision);
     out << "\n";
   }
   for (const EditRecord& edit : slice.edits) out << indent << "  edit: " << edit_line(edit) << "\n";
   if (slice.flat_lookup_imports)
     out << indent << "  " << slice.flat_lookup_imports << (slice.flat_lookup_imports == 1 ? " symbol is" : " symbols are")
         << " looked up in the flat namespace at run time (-undefined dynamic_lookup)\n";
-  if (!slice.left_unchanged_because.empty()) out << indent << "  left unchanged: " << slice.left_unchanged_because << "\n";
+  if (slice.left_as_is != LeftAsIs::No) out << indent << "  left unchanged: " << to_text(slice.left_as_is) << "\n";
   for (const std::string& warning : slice.warnings) out << indent << "  warning: " << warning << "\n";
   if (slice.changed) out << indent << "  signature after: " << signature_line(slice.signature_after) << "\n";
   for (const RuleViolation& violation : slice.loader_rules) out << indent << "  breaks " << describe(violation) << "\n";

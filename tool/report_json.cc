@@ -29,9 +29,9 @@ Json signature_json(const SignatureReport& signature) {
           {"identifier", signature.identifier},
           {"hash_types", signature.hash_types},
           {"page_size", signature.page_size},
-          {"problems", signature.problems},
-          {"first_problem_offset", optional_offset(signature.first_problem_at)},
-          {"notes", signature.notes}};
+          {"problems", describe(signature.findings.problems)},
+          {"first_problem_offset", optional_offset(signature.findings.first_problem_at())},
+          {"notes", describe(signature.findings.notes)}};
 }
 
 Json loader_rules_json(const std::vector<RuleViolation>& violations) {
@@ -51,9 +51,9 @@ Json dylib_json(const DylibReport& dylib) {
           {"symbol_count", dylib.symbols.size()},
           {"symbols", sample},
           {"sources", dylib.sources},
-          {"removable", dylib.removable},
+          {"removable", dylib.removable()},
           {"removed", dylib.removed},
-          {"reason", dylib.reason},
+          {"reason", dylib.decision ? to_text(*dylib.decision) : ""},
           {"command_offset", dylib.command_offset}};
 }
 
@@ -72,7 +72,7 @@ Json slice_json(const SliceReport& slice) {
           {"rpaths", array_of(slice.rpaths, rpath_json)},
           {"flat_lookup_imports", slice.flat_lookup_imports},
           {"warnings", slice.warnings},
-          {"left_unchanged_because", slice.left_unchanged_because},
+          {"left_unchanged_because", to_text(slice.left_as_is)},
           {"signature", signature_json(slice.signature)},
           {"changed", slice.changed},
           {"signature_after", slice.changed ? signature_json(slice.signature_after) : Json(nullptr)},

@@ -96,4 +96,31 @@ const char* to_text(EditStatus status) {
   return "?";
 }
 
+const char* to_text(LeftAsIs reason) {
+  switch (reason) {
+    case LeftAsIs::No: return "";
+    case LeftAsIs::FlatNamespace:
+      return "flat namespace (MH_TWOLEVEL clear): imports name no library, so none can be proven unused";
+    case LeftAsIs::LazyLoadDylib: return "LC_LAZY_LOAD_DYLIB present: tools disagree on how it counts in ordinals";
+    case LeftAsIs::Not64Bit: return "only 64-bit slices are handled; this one is left as it is";
+  }
+  return "?";
+}
+
+std::string to_text(const DylibDecision& decision) {
+  switch (decision.verdict) {
+    case DylibVerdict::Supplies:
+      return "supplies " + std::to_string(decision.symbols) + (decision.symbols == 1 ? " symbol" : " symbols");
+    case DylibVerdict::SliceLeftAsIs: return "supplies no symbol, but the file is left unchanged";
+    case DylibVerdict::Reexported: return "re-exported: its symbols are part of this library's interface";
+    case DylibVerdict::Upward: return "upward dependency: kept";
+    case DylibVerdict::NamedWithoutSymbol: return "named by a bind opcode that binds no symbol: kept";
+    case DylibVerdict::KeptByGlob: return "kept by --keep '" + decision.glob + "'";
+    case DylibVerdict::NotSelected: return "unused, but not selected by --only";
+    case DylibVerdict::LastDependency: return "supplies no symbol, but it is the last dependency: kept";
+    case DylibVerdict::Unused: return "supplies no symbol: prune removes it";
+  }
+  return "?";
+}
+
 }  // namespace machofix::cli

@@ -16,5 +16,7 @@ const char* to_text(ContainerKind kind);        // "pte", "ptd"
 const char* to_text(BlobKind kind);             // as FileKind's
 const char* to_text(EditKind kind);             // the option's name: "delete-rpath", ...
 const char* to_text(EditStatus status);         // "applied", "already", "no match"
+const char* to_text(LeftAsIs reason);           // why a slice is left unchanged; "" for No
+std::string to_text(const DylibDecision& decision);  // "supplies 2 symbols", "kept by --keep 'x'", ...
 
 }  // namespace machofix::cli

@@ -1,6 +1,7 @@
 #include "tool/rules.h"
 
 #include "core/base/util.h"
+#include "tool/report_text.h"
 
 namespace machofix::cli {
 
@@ -102,7 +103,8 @@ std::string forbidden_message(const Finding& finding) {
     return message + "; it is used (" + std::to_string(count) + (count == 1 ? " symbol: " : " symbols: ") +
            symbol_list(finding.symbols) + "), so removing it is not the repair: rebuild without it";
   if (finding.removable) return message + "; it supplies no symbol, and `machofix prune` removes it";
-  return message + "; it supplies no symbol, but prune keeps it (" + finding.kept_because + ")";
+  return message + "; it supplies no symbol, but prune keeps it (" +
+         (finding.kept_because ? to_text(*finding.kept_because) : std::string()) + ")";
 }
 
 }  // namespace

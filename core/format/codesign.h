@@ -6,8 +6,9 @@
 //
 // The on-disk structures are declared in core/format/codesign_format.h. One file per job:
 // codesign_read.cc reads a signature and applies the kernel's structural checks,
-// codesign_verify.cc checks every hash, codesign_write.cc builds and writes
-// signatures, codesign_attach.cc makes room in a Mach-O for a new one.
+// codesign_verify.cc checks every hash (what it finds: codesign_findings.h),
+// codesign_write.cc builds and writes signatures, codesign_attach.cc makes room in a
+// Mach-O for a new one.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,7 @@
 
 #include "core/base/output_image.h"
 #include "core/base/sha.h"
+#include "core/format/codesign_findings.h"
 #include "core/format/codesign_format.h"
 #include "core/format/macho.h"
 
@@ -78,16 +80,19 @@ struct CodeSignature {
 // nullopt for an unsigned slice; an Error (with offset) for a malformed signature.
 std::optional<CodeSignature> read_code_signature(const MachO& image);
 
-// verify_code_signature's full answer: `problems` make the signature invalid;
-// `notes` are what cannot be checked here and does not make it invalid (hashes of
-// an Info.plist or of bundle resources, which live outside the Mach-O file; the CMS
-// signature of an identity).
+// What verifying a signature found (core/format/codesign_findings.h): `problems` make
+// it invalid; `notes` are what cannot be checked here and does not make it invalid
+// (hashes of an Info.plist or of bundle resources, which live outside the Mach-O
+// file; the CMS signature of an identity). An unsigned slice has one problem,
+// NotSigned; a malformed signature one, Unreadable (not thrown). Runs of mismatching
+// pages are listed up to a limit per CodeDirectory, then counted.
 struct SignatureCheck {
-  std::vector<std::string> problems;
-  std::vector<std::string> notes;
-  // Where problems.front() is, as an absolute file offset: the first wrong page, the
-  // blob of a wrong special slot, the malformed field. Unset when there is no problem.
-  std::optional<uint64_t> first_problem_at;
+  std::vector<SignatureFinding> problems;
+  std::vector<SignatureFinding> notes;
+  bool valid() const { return problems.empty(); }
+  // Where the first problem is, as an absolute file offset: the first wrong page, the
+  // blob of a wrong special slot, the malformed field. Unset when there is none.
+  std::optional<uint64_t> first_problem_at() const { return problems.empty() ? std::nullopt : problems.front().at; }
 };
 // `known`: page hashes to take instead of hashing (VerifiedInputHashes).
 SignatureCheck check_code_signature(const MachO& image, const KnownPageHashes* known = nullptr);
@@ -109,13 +114,6 @@ class VerifiedInputHashes : public KnownPageHashes {
   const MachO& input_;
   const CodeSignature& signature_;
 };
-
-// Problems with the signature: every mismatching code page and special slot,
-// codeLimit, placement. Empty means valid. An unsigned slice gives {"not signed"}.
-// A malformed signature is reported as one problem (Error::describe(), with its
-// offset), not thrown. Runs of mismatching pages are listed up to a limit per
-// CodeDirectory, then counted.
-std::vector<std::string> verify_code_signature(const MachO& image);
 
 // Recomputes every hash of the existing signature in `slice` (code pages, special
 // slots of the blobs that are kept), in place. Refuses identity signatures.

@@ -80,8 +80,8 @@ struct SliceContext {
     finding.dylib = dylib.install_name;
     finding.dylib_kind = dylib.kind;
     finding.symbols = dylib.symbols;
-    finding.removable = dylib.removable;
-    finding.kept_because = dylib.removable ? "" : dylib.reason;
+    finding.removable = dylib.removable();
+    if (!dylib.removable()) finding.kept_because = dylib.decision;
     return finding;
   }
 };
@@ -89,7 +89,7 @@ struct SliceContext {
 void check_dylib(SliceContext& context, const DylibReport& dylib, const CheckOptions& options) {
   const std::string& name = dylib.install_name;
   bool weak = dylib.kind == DylibKind::Weak;
-  if (dylib.removable) context.add(Rule::UnusedDependency, dylib);
+  if (dylib.removable()) context.add(Rule::UnusedDependency, dylib);
   if (!absolute_name_allowed(name, options)) context.add(Rule::AbsoluteInstallName, dylib);
   if (options.declared && relative_name(name) && !weak && !any_matches(options.provided, name))
     context.add(Rule::UnprovidedDependency, dylib);
@@ -181,7 +181,8 @@ std::vector<std::string> verify_notes(const FileReport& report) {
   std::vector<std::string> notes;
   each_image(report, "", [&](const std::string& where, const MachOReport& macho) {
     for (const SliceReport& slice : macho.slices)
-      for (const std::string& note : slice.signature.notes) notes.push_back(where + slice.arch + ": " + note);
+      for (const SignatureFinding& note : slice.signature.findings.notes)
+        notes.push_back(where + slice.arch + ": " + describe(note));
   });
   return notes;
 }

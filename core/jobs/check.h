@@ -72,7 +72,7 @@ struct Finding {
   std::string glob;        // the --forbid or required glob that matched
   std::vector<std::string> symbols;  // what the dylib supplies to this slice (none: unused)
   bool removable = false;  // prune removes the dependency
-  std::string kept_because;  // why prune keeps an unused one
+  std::optional<DylibDecision> kept_because;  // why prune keeps an unused one
   uint64_t slice_offset = 0;  // of the slice in the file (universal) or blob
   std::optional<uint64_t> offset;  // file offset of the load command, where known
   // In an archive: the member the finding is in, and the load command's offset in the

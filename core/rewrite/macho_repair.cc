@@ -35,7 +35,7 @@ SliceReport describe_slice(const MachO& image, const SliceAnalysis& analysis, co
   report.install_name = image.id_name.value_or("");
   report.flat_lookup_imports = analysis.flat_lookup_imports;
   report.warnings = plan.warnings;
-  report.left_unchanged_because = plan.left_unchanged_because;
+  report.left_as_is = plan.left_as_is;
   for (size_t i = 0; i < analysis.uses.size(); ++i) {
     const DylibUse& use = analysis.uses[i];
     DylibReport dylib;
@@ -45,10 +45,7 @@ SliceReport describe_slice(const MachO& image, const SliceAnalysis& analysis, co
     dylib.symbols = use.symbols;
     dylib.command_offset = image.bytes.base() + image.commands[use.dylib.command_index].offset;
     for (ImportSource source : use.sources) dylib.sources.push_back(import_source_name(source));
-    if (i < plan.decisions.size()) {  // `sign` describes the dylibs without a plan
-      dylib.removable = plan.decisions[i].remove;
-      dylib.reason = plan.decisions[i].reason;
-    }
+    if (i < plan.decisions.size()) dylib.decision = plan.decisions[i];  // `sign` describes the dylibs without a plan
     report.dylibs.push_back(std::move(dylib));
   }
   for (const Rpath& rpath : image.rpaths)
@@ -127,7 +124,7 @@ JudgedSlice judge_slice(const Bytes& slice, const RepairOptions& options, Rewrit
   if (kind == RewriteKind::Prune) judged.plan = plan_prune(image, analysis, options.prune);
   judged.report = describe_slice(image, analysis, judged.plan, judged.input.report);
   refuse_breaking_loader_rules(judged.report.loader_rules);
-  judged.prunes = judged.plan.left_unchanged_because.empty() && judged.plan.removal_count() > 0;
+  judged.prunes = judged.plan.left_as_is == LeftAsIs::No && judged.plan.removal_count() > 0;
   if (kind == RewriteKind::Edit) {
     judged.edit.emplace(plan_edit(image, options.edit));
     judged.report.edits = judged.edit->records;
@@ -158,7 +155,7 @@ JudgedSlice unsupported_slice(const Bytes& slice, const FatSlice& entry) {
   judged.report.handled = false;
   judged.report.offset = entry.offset;
   judged.report.size = entry.size;
-  judged.report.left_unchanged_because = "only 64-bit slices are handled; this one is left as it is";
+  judged.report.left_as_is = LeftAsIs::Not64Bit;
   return judged;
 }
 
@@ -172,7 +169,7 @@ SliceReport report_of(JudgedSlice& judged, const SignatureOutcome& signature, bo
   report.warnings.insert(report.warnings.end(), signature.warnings.begin(), signature.warnings.end());
   report.changed = changed;
   if (judged.prunes)
-    for (DylibReport& dylib : report.dylibs) dylib.removed = dylib.removable;
+    for (DylibReport& dylib : report.dylibs) dylib.removed = dylib.removable();
   return report;
 }
 

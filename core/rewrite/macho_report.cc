@@ -14,7 +14,7 @@ size_t MachOReport::removed_count() const {
 size_t MachOReport::removable_count() const {
   size_t count = 0;
   for (const SliceReport& slice : slices)
-    for (const DylibReport& dylib : slice.dylibs) count += dylib.removable;
+    for (const DylibReport& dylib : slice.dylibs) count += dylib.removable();
   return count;
 }
 
@@ -24,7 +24,8 @@ std::vector<std::string> signature_failures(const MachOReport& report) {
     if (!slice.handled) continue;  // a 32-bit slice: not ours to judge
     if (slice.signature.status == SignatureStatus::Unsigned && slice.cputype == macho::CPU_TYPE_ARM64)
       failures.push_back(slice.arch + ": not signed (arm64 code must be signed to run)");
-    for (const std::string& problem : slice.signature.problems) failures.push_back(slice.arch + ": " + problem);
+    for (const SignatureFinding& problem : slice.signature.findings.problems)
+      failures.push_back(slice.arch + ": " + describe(problem));
   }
   return failures;
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/format/codesign.h"
 #include "core/format/loader_rules.h"
 #include "core/rewrite/edit.h"
 #include "core/rewrite/prune.h"
@@ -20,10 +21,10 @@ struct DylibReport {
   DylibKind kind = DylibKind::Load;
   std::vector<std::string> symbols;  // every symbol it supplies, sorted
   std::vector<std::string> sources;  // symtab, bind, lazy-bind, chained-fixups, reexport
-  bool removable = false;  // prune's plan removes it (inspect and dry runs report the plan)
-  bool removed = false;    // removed from the rewritten file
-  std::string reason;
+  std::optional<DylibDecision> decision;  // prune's plan (inspect and dry runs report it); none for `sign`
+  bool removed = false;                   // removed from the rewritten file
   uint64_t command_offset = 0;  // file offset of its load command (in the input)
+  bool removable() const { return decision && decision->remove(); }  // prune's plan removes it
 };
 
 struct RpathReport {
@@ -48,9 +49,7 @@ struct SignatureReport {
   std::string identifier;
   std::vector<std::string> hash_types;  // "sha256", "sha1"
   uint32_t page_size = 0;
-  std::vector<std::string> problems;  // why it is invalid: which page, which slot
-  std::vector<std::string> notes;     // what cannot be checked here (Info.plist hash, CMS)
-  std::optional<uint64_t> first_problem_at;  // absolute file offset of problems.front()
+  SignatureCheck findings;  // why it is invalid (which page, which slot); what cannot be checked here
 };
 
 struct SliceReport {
@@ -68,7 +67,7 @@ struct SliceReport {
   std::vector<RpathReport> rpaths;  // LC_RPATH in load-command order, duplicates kept
   size_t flat_lookup_imports = 0;
   std::vector<std::string> warnings;
-  std::string left_unchanged_because;
+  LeftAsIs left_as_is = LeftAsIs::No;
   SignatureReport signature;        // of the input
   SignatureReport signature_after;  // of the output, when it changed
   std::vector<RuleViolation> loader_rules;  // of the input (core/format/loader_rules.h)

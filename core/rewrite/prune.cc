@@ -51,56 +51,47 @@ SliceAnalysis analyze(const MachO& image, const ImportScan& scan) {
 }
 
 size_t PrunePlan::removal_count() const {
-  return std::count_if(decisions.begin(), decisions.end(), [](const DylibDecision& d) { return d.remove; });
+  return std::count_if(decisions.begin(), decisions.end(), [](const DylibDecision& d) { return d.remove(); });
 }
 
 namespace {
 
-std::string plural(size_t count, const char* noun) {
-  return std::to_string(count) + " " + noun + (count == 1 ? "" : "s");
-}
-
-// Why a dylib that supplies nothing must stay, or "" if it may go.
-std::string reason_to_keep(const DylibUse& use, const PruneOptions& options) {
-  if (use.dylib.kind == DylibKind::Reexport) return "re-exported: its symbols are part of this library's interface";
-  if (use.dylib.kind == DylibKind::Upward) return "upward dependency: kept";
-  if (use.named_without_symbol) return "named by a bind opcode that binds no symbol: kept";
+// Why a dylib that supplies nothing must stay, or Unused if it may go.
+DylibDecision keep_or_remove(const DylibUse& use, const PruneOptions& options) {
+  DylibDecision decision{use.dylib.ordinal, DylibVerdict::Unused};
+  if (use.dylib.kind == DylibKind::Reexport) decision.verdict = DylibVerdict::Reexported;
+  else if (use.dylib.kind == DylibKind::Upward) decision.verdict = DylibVerdict::Upward;
+  else if (use.named_without_symbol) decision.verdict = DylibVerdict::NamedWithoutSymbol;
+  if (decision.verdict != DylibVerdict::Unused) return decision;
   for (const std::string& glob : options.keep)
-    if (install_name_matches(glob, use.dylib.install_name)) return "kept by --keep '" + glob + "'";
+    if (install_name_matches(glob, use.dylib.install_name)) return {use.dylib.ordinal, DylibVerdict::KeptByGlob, 0, glob};
   if (!options.only.empty() &&
       std::none_of(options.only.begin(), options.only.end(),
                    [&](const std::string& glob) { return install_name_matches(glob, use.dylib.install_name); }))
-    return "unused, but not selected by --only";
-  return "";
+    decision.verdict = DylibVerdict::NotSelected;
+  return decision;
 }
 
 }  // namespace
 
 PrunePlan plan_prune(const MachO& image, const SliceAnalysis& analysis, const PruneOptions& options) {
   PrunePlan plan;
-  if (!image.two_level())
-    plan.left_unchanged_because = "flat namespace (MH_TWOLEVEL clear): imports name no library, so none can be proven unused";
-  else if (image.has_lazy_load_dylib)
-    plan.left_unchanged_because = "LC_LAZY_LOAD_DYLIB present: tools disagree on how it counts in ordinals";
+  if (!image.two_level()) plan.left_as_is = LeftAsIs::FlatNamespace;
+  else if (image.has_lazy_load_dylib) plan.left_as_is = LeftAsIs::LazyLoadDylib;
   for (const DylibUse& use : analysis.uses) {
-    DylibDecision decision{use.dylib.ordinal, false, ""};
-    if (!use.symbols.empty()) {
-      decision.reason = "supplies " + plural(use.symbols.size(), "symbol");
-    } else if (!plan.left_unchanged_because.empty()) {
-      decision.reason = "supplies no symbol, but the file is left unchanged";
-    } else {
-      decision.reason = reason_to_keep(use, options);
-      decision.remove = decision.reason.empty();
-      if (decision.remove) decision.reason = "supplies no symbol: prune removes it";
-    }
-    plan.decisions.push_back(decision);
+    if (!use.symbols.empty())
+      plan.decisions.push_back({use.dylib.ordinal, DylibVerdict::Supplies, use.symbols.size()});
+    else if (plan.left_as_is != LeftAsIs::No)
+      plan.decisions.push_back({use.dylib.ordinal, DylibVerdict::SliceLeftAsIs});
+    else
+      plan.decisions.push_back(keep_or_remove(use, options));
   }
   // dyld rejects a modern binary without any LC_LOAD_DYLIB: keep one, preferring libSystem.
   if (!plan.decisions.empty() && plan.removal_count() == plan.decisions.size()) {
     size_t keep = 0;
     for (size_t i = 0; i < analysis.uses.size(); ++i)
       if (analysis.uses[i].dylib.install_name.rfind("/usr/lib/libSystem", 0) == 0) keep = i;
-    plan.decisions[keep] = {plan.decisions[keep].ordinal, false, "supplies no symbol, but it is the last dependency: kept"};
+    plan.decisions[keep] = {plan.decisions[keep].ordinal, DylibVerdict::LastDependency};
   }
   if (plan.removal_count() && !analysis.runtime_lookups.empty()) {
     std::string names;
@@ -118,7 +109,7 @@ std::vector<int> renumbering(const PrunePlan& plan) {
   std::vector<int> map(plan.decisions.size() + 1, 0);
   int next = 1;
   for (const DylibDecision& decision : plan.decisions)
-    if (!decision.remove) map[decision.ordinal] = next++;
+    if (!decision.remove()) map[decision.ordinal] = next++;
   return map;
 }
 
@@ -148,7 +139,7 @@ void write_site(MutableBytes out, const OrdinalSite& site, int ordinal) {
 void remove_commands(const MachO& image, const PrunePlan& plan, MutableBytes out) {
   std::set<size_t> removed;
   for (const DylibDecision& decision : plan.decisions)
-    if (decision.remove) removed.insert(image.dylibs[decision.ordinal - 1].command_index);
+    if (decision.remove()) removed.insert(image.dylibs[decision.ordinal - 1].command_index);
   LoadCommandList commands(image);
   for (auto index = removed.rbegin(); index != removed.rend(); ++index) commands.remove(*index);  // last first: indices hold
   commands.write(image, out);
@@ -164,7 +155,7 @@ std::vector<uint8_t> apply_prune(const MachO& image, const ImportScan& scan, con
 
 void apply_prune(const MachO& image, const ImportScan& scan, const PrunePlan& plan, MutableBytes out) {
   if (out.size() != image.bytes.size()) fail_as(ErrorKind::Internal, "internal error: the output slice is not a copy of the input");
-  if (!plan.left_unchanged_because.empty() || plan.removal_count() == 0) return;
+  if (plan.left_as_is != LeftAsIs::No || plan.removal_count() == 0) return;
   std::vector<int> map = renumbering(plan);
   for (const OrdinalSite& site : scan.sites) {
     if (site.ordinal <= 0 || site.encoding == SiteEncoding::OpcodeSpecial) continue;
@@ -186,7 +177,7 @@ namespace {
 void verify_dylibs(const MachO& before, const PrunePlan& plan, const MachO& after) {
   std::vector<std::pair<std::string, DylibKind>> expected, actual;
   for (const DylibDecision& decision : plan.decisions)
-    if (!decision.remove) expected.emplace_back(before.dylibs[decision.ordinal - 1].install_name, before.dylibs[decision.ordinal - 1].kind);
+    if (!decision.remove()) expected.emplace_back(before.dylibs[decision.ordinal - 1].install_name, before.dylibs[decision.ordinal - 1].kind);
   for (const Dylib& dylib : after.dylibs) actual.emplace_back(dylib.install_name, dylib.kind);
   if (expected != actual) verification_failed("the dependent dylibs are not the planned ones");
 }

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/format/imports.h"
@@ -44,16 +45,42 @@ struct PruneOptions {
 // True if the glob matches the install name or its last path component.
 bool install_name_matches(const std::string& glob, const std::string& install_name);
 
+// Why a slice is left as it is whatever its dylibs say (No: it is not).
+enum class LeftAsIs {
+  No,
+  FlatNamespace,  // MH_TWOLEVEL clear: imports name no library, so none can be proven unused
+  LazyLoadDylib,  // LC_LAZY_LOAD_DYLIB: tools disagree on how it counts in ordinals
+  Not64Bit,       // a 32-bit slice of a universal file: nothing in it is read
+};
+
+// What prune decides for one dependent dylib, and why.
+enum class DylibVerdict {
+  Supplies,            // it supplies `symbols` symbols: kept
+  SliceLeftAsIs,       // supplies none, but the slice is left as it is
+  Reexported,          // its symbols are part of this library's interface
+  Upward,              // an upward dependency
+  NamedWithoutSymbol,  // a bind opcode names it and binds no symbol
+  KeptByGlob,          // --keep `glob`
+  NotSelected,         // unused, but --only does not select it
+  LastDependency,      // dyld rejects a modern binary without any LC_LOAD_DYLIB
+  Unused,              // supplies no symbol: removed
+};
+
 struct DylibDecision {
   int ordinal = 0;
-  bool remove = false;
-  std::string reason;
+  DylibVerdict verdict = DylibVerdict::Supplies;
+  size_t symbols = 0;  // Supplies
+  std::string glob;    // KeptByGlob
+
+  DylibDecision() = default;
+  DylibDecision(int ordinal, DylibVerdict verdict, size_t symbols = 0, std::string glob = {})
+      : ordinal(ordinal), verdict(verdict), symbols(symbols), glob(std::move(glob)) {}
+  bool remove() const { return verdict == DylibVerdict::Unused; }
 };
 
 struct PrunePlan {
   std::vector<DylibDecision> decisions;  // one per dependent dylib
-  // Set when the slice must be left as it is whatever the dylibs (flat namespace, ...).
-  std::string left_unchanged_because;
+  LeftAsIs left_as_is = LeftAsIs::No;
   std::vector<std::string> warnings;
   size_t removal_count() const;
 };

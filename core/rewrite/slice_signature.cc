@@ -15,8 +15,7 @@ InputSignature check_input_signature(const MachO& image, const KnownPageHashes* 
   } catch (const Error& error) {
     input.read_error = error;
     report.status = SignatureStatus::Invalid;
-    report.problems.push_back(error.describe());
-    report.first_problem_at = error.offset();
+    report.findings.problems.push_back({finding::Unreadable{error.describe()}, "", error.offset()});
     return input;
   }
   if (!input.signature) return input;
@@ -24,11 +23,8 @@ InputSignature check_input_signature(const MachO& image, const KnownPageHashes* 
   report.identifier = input.signature->identifier();
   report.hash_types = input.signature->hash_type_names();
   report.page_size = input.signature->page_size();
-  SignatureCheck check = check_code_signature(image, known);
-  report.problems = std::move(check.problems);
-  report.notes = std::move(check.notes);
-  report.first_problem_at = check.first_problem_at;
-  report.status = report.problems.empty() ? SignatureStatus::Valid : SignatureStatus::Invalid;
+  report.findings = check_code_signature(image, known);
+  report.status = report.findings.valid() ? SignatureStatus::Valid : SignatureStatus::Invalid;
   return input;
 }
 
@@ -50,7 +46,7 @@ namespace {
 
 // The first problem of an invalid signature, as the refusal and the report name it.
 std::string first_problem(const InputSignature& input) {
-  return input.read_error ? input.read_error->problem() : input.report.problems.front();
+  return input.read_error ? input.read_error->problem() : describe(input.report.findings.problems.front());
 }
 
 // A new signature is named after the install name, else the file name: standard
@@ -65,13 +61,13 @@ const std::string& new_identifier(const std::string& identifier) {
 }  // namespace
 
 [[noreturn]] void refuse_invalid_signature(const InputSignature& input) {
-  size_t more = input.report.problems.size() - 1;
+  size_t more = input.report.findings.problems.size() - 1;
   std::string message = "the input signature is invalid: " + first_problem(input);
   if (more) message += " (and " + std::to_string(more) + " more problem" + (more == 1 ? "" : "s") + ")";
   message +=
       "; re-signing would make a changed or corrupt file look valid, so nothing is written (pass --resign-invalid "
       "to re-sign it anyway)";
-  Error error(message, input.report.first_problem_at);
+  Error error(message, input.report.findings.first_problem_at());
   throw error.as_refusal();
 }
 
@@ -120,13 +116,13 @@ SignatureOutcome update_signature(const JudgedSlice& judged, OutputImage& bytes,
   SignatureReport after = signature_report(parse_macho(seam::offer(seam::ProofStep::Signature, bytes.bytes(base), spoiled)), known);
   if (after.status != SignatureStatus::Valid)
     fail_as(ErrorKind::ProofFailed, "the renewed signature does not verify, nothing written: " +
-         (after.problems.empty() ? std::string("unreadable") : after.problems.front()));
+         (after.findings.valid() ? std::string("unreadable") : describe(after.findings.problems.front())));
   after.status = !image.code_signature.present ? SignatureStatus::Added
                  : input.read_error || input.signature->has_identity ? SignatureStatus::ReplacedAdHoc
                                                                       : SignatureStatus::Renewed;
   outcome.after = std::move(after);
   if (input.report.status == SignatureStatus::Invalid)
-    outcome.warnings.push_back("input signature was invalid (" + input.report.problems.front() +
+    outcome.warnings.push_back("input signature was invalid (" + describe(input.report.findings.problems.front()) +
                                "): re-signed because of --resign-invalid" +
                                (input.read_error ? ", with a new linker-style ad hoc signature" : ""));
   return outcome;

@@ -129,7 +129,12 @@ inline std::vector<uint8_t> lld_x86_dylib_unsigned() {
 
 inline MachO parse(const std::vector<uint8_t>& file) { return parse_macho(Bytes(file)); }
 
-inline std::vector<std::string> verify(const std::vector<uint8_t>& file) { return verify_code_signature(parse(file)); }
+// The problems verifying finds, typed; verify() gives their words, for the tests of
+// the messages.
+inline std::vector<SignatureFinding> problems_of(const std::vector<uint8_t>& file) {
+  return check_code_signature(parse(file)).problems;
+}
+inline std::vector<std::string> verify(const std::vector<uint8_t>& file) { return describe(problems_of(file)); }
 
 inline std::vector<uint8_t> renewed(std::vector<uint8_t> file) {
   renew_code_signature(file, 0);

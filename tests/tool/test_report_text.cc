@@ -58,3 +58,25 @@ TEST_CASE("report words: kinds") {
   CHECK(std::string(to_text(EditKind::AddRpath)) == "add-rpath");
   CHECK(std::string(to_text(EditKind::WeakLink)) == "weak-link");
 }
+
+TEST_CASE("report words: prune's reasons, as `reason` and `left_unchanged_because` give them") {
+  CHECK(to_text(DylibDecision(1, DylibVerdict::Supplies, 1)) == "supplies 1 symbol");
+  CHECK(to_text(DylibDecision(1, DylibVerdict::Supplies, 2)) == "supplies 2 symbols");
+  CHECK(to_text(DylibDecision(1, DylibVerdict::SliceLeftAsIs)) == "supplies no symbol, but the file is left unchanged");
+  CHECK(to_text(DylibDecision(1, DylibVerdict::Reexported)) ==
+        "re-exported: its symbols are part of this library's interface");
+  CHECK(to_text(DylibDecision(1, DylibVerdict::Upward)) == "upward dependency: kept");
+  CHECK(to_text(DylibDecision(1, DylibVerdict::NamedWithoutSymbol)) ==
+        "named by a bind opcode that binds no symbol: kept");
+  CHECK(to_text(DylibDecision(1, DylibVerdict::KeptByGlob, 0, "*libomp*")) == "kept by --keep '*libomp*'");
+  CHECK(to_text(DylibDecision(1, DylibVerdict::NotSelected)) == "unused, but not selected by --only");
+  CHECK(to_text(DylibDecision(1, DylibVerdict::LastDependency)) ==
+        "supplies no symbol, but it is the last dependency: kept");
+  CHECK(to_text(DylibDecision(1, DylibVerdict::Unused)) == "supplies no symbol: prune removes it");
+  CHECK(std::string(to_text(LeftAsIs::No)).empty());
+  CHECK(std::string(to_text(LeftAsIs::FlatNamespace)) ==
+        "flat namespace (MH_TWOLEVEL clear): imports name no library, so none can be proven unused");
+  CHECK(std::string(to_text(LeftAsIs::LazyLoadDylib)) ==
+        "LC_LAZY_LOAD_DYLIB present: tools disagree on how it counts in ordinals");
+  CHECK(std::string(to_text(LeftAsIs::Not64Bit)) == "only 64-bit slices are handled; this one is left as it is");
+}

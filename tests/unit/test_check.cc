@@ -22,7 +22,7 @@ DylibReport dylib(const std::string& name, DylibKind kind = DylibKind::Load, boo
   report.install_name = name;
   report.kind = kind;
   if (used) report.symbols = {"_f"};
-  report.removable = !used;
+  report.decision = DylibDecision{1, used ? DylibVerdict::Supplies : DylibVerdict::Unused, used ? 1u : 0u};
   report.command_offset = 0x100;
   return report;
 }

@@ -65,7 +65,7 @@ TEST_CASE("verify accepts what ld64.lld signs, and renewing it changes nothing")
     CHECK(signature->hash_type_names() == std::vector<std::string>{"sha256"});
     CHECK(signature->page_size() == 4096);
     CHECK(!signature->has_cms);
-    CHECK(verify_code_signature(image).empty());
+    CHECK(check_code_signature(image).valid());
     CHECK(check_code_signature(image).notes.empty());
     CHECK(renewed(file) == file);
   }
@@ -78,6 +78,10 @@ TEST_CASE("verify accepts what ld64.lld signs, and renewing it changes nothing")
 TEST_CASE("an unsigned slice") {
   std::vector<uint8_t> file = lld_x86_dylib_unsigned();
   CHECK(!read_code_signature(parse(file)));
+  std::vector<SignatureFinding> problems = problems_of(file);
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0].is<finding::NotSigned>());
+  CHECK(!problems[0].at);
   CHECK(verify(file) == std::vector<std::string>{"not signed"});
   CHECK(contains(error_of([&] { renew_code_signature(file, 0); }).problem(), "not signed"));
 }
@@ -85,6 +89,14 @@ TEST_CASE("an unsigned slice") {
 TEST_CASE("a changed byte is reported with its page and file range; renew re-seals it") {
   std::vector<uint8_t> file = lld_arm64_dylib();
   file[0x2345] ^= 0x40;
+  std::vector<SignatureFinding> problems = problems_of(file);
+  REQUIRE(problems.size() == 1);
+  REQUIRE(problems[0].is<finding::PageHashMismatch>());
+  CHECK(problems[0].as<finding::PageHashMismatch>().page == 2);
+  CHECK(problems[0].as<finding::PageHashMismatch>().bytes.start == 0x2000);
+  CHECK(problems[0].as<finding::PageHashMismatch>().bytes.end == 0x3000);
+  CHECK(problems[0].at == 0x2000);
+  CHECK(problems[0].code_directory == "CodeDirectory sha256");
   CHECK(verify(file) ==
         std::vector<std::string>{"CodeDirectory sha256: page 2 (slice bytes 0x2000-0x3000) hash mismatch"});
   std::vector<uint8_t> fixed = renewed(file);
@@ -115,9 +127,9 @@ TEST_CASE("zeroed or foreign code hashes: verify names every page, renew restore
     uint64_t count = std::min(cd.code_slots, other_cd.code_slots);
     std::vector<uint8_t> file = original;
     std::copy(other.begin() + other_hashes, other.begin() + other_hashes + count * 32, file.begin() + hashes);
-    std::vector<std::string> problems = verify(file);
+    std::vector<SignatureFinding> problems = problems_of(file);
     CHECK(!problems.empty());
-    for (const std::string& problem : problems) CHECK(contains(problem, "hash mismatch"));
+    for (const SignatureFinding& problem : problems) CHECK(problem.is<finding::PageHashMismatch>());
     CHECK(renewed(file) == original);
   }
 }
@@ -135,6 +147,11 @@ TEST_CASE("many mismatching pages are listed up to a limit, then counted (large 
   CHECK(problems.back() == "CodeDirectory sha256: " + std::to_string(cd.code_slots - 32) +
                                " more pages with a hash mismatch (" + std::to_string(cd.code_slots) + " of " +
                                std::to_string(cd.code_slots) + " in all)");
+  const SignatureFinding rest = problems_of(file).back();
+  REQUIRE(rest.is<finding::MorePageHashMismatches>());
+  CHECK(rest.as<finding::MorePageHashMismatches>().unlisted == cd.code_slots - 32);
+  CHECK(rest.as<finding::MorePageHashMismatches>().mismatching == cd.code_slots);
+  CHECK(!rest.at);  // the counted rest points nowhere; the first problem does
   CHECK(renewed(file) == original);
 }
 
@@ -159,6 +176,10 @@ TEST_CASE("codeLimit and placement are checked") {
     REQUIRE(!problems.empty());
     CHECK(problems[0] ==
           "CodeDirectory sha256: codeLimit " + hex(dataoff - 0x10) + " is not the signature offset " + hex(dataoff));
+    const SignatureFinding first = problems_of(file).front();
+    REQUIRE(first.is<finding::CodeLimitNotSignatureOffset>());
+    CHECK(first.as<finding::CodeLimitNotSignatureOffset>().code_limit == dataoff - 0x10);
+    CHECK(first.at == dataoff + kLldCd + 32);
     CHECK(renewed(file) == lld_arm64_dylib());  // renew puts codeLimit back
   }
   SUBCASE("signature outside __LINKEDIT") {
@@ -189,6 +210,10 @@ TEST_CASE("malformed signatures are errors naming the offset") {
     CHECK(error.problem() == "SuperBlob length " + hex(datasize + 0x10) + " exceeds datasize " + hex(datasize));
     CHECK(error.offset() == dataoff + 4);
     // verify reports it as a problem instead of throwing
+    std::vector<SignatureFinding> problems = problems_of(file);
+    REQUIRE(problems.size() == 1);
+    CHECK(problems[0].is<finding::Unreadable>());
+    CHECK(problems[0].at == dataoff + 4);
     CHECK(verify(file) == std::vector<std::string>{error.describe()});
   }
   SUBCASE("bad magic") {

@@ -78,16 +78,16 @@ TEST_CASE("replace_unreadable_signature refuses a signature that does not end th
 
 TEST_CASE("the first problem's file offset: the page, the malformed field; none when valid") {
   std::vector<uint8_t> file = lld_arm64_dylib();
-  CHECK(!check_code_signature(parse(file)).first_problem_at);
+  CHECK(!check_code_signature(parse(file)).first_problem_at());
   file[0x2345] ^= 0x40;
   file[0x3456] ^= 0x40;
   const uint64_t base = 0x10000;  // as in a universal file or a .pte: offsets are the file's
-  CHECK(check_code_signature(parse_macho(Bytes(file.data(), file.size(), base))).first_problem_at == base + 0x2000);
+  CHECK(check_code_signature(parse_macho(Bytes(file.data(), file.size(), base))).first_problem_at() == base + 0x2000);
   std::vector<uint8_t> corrupt = lld_arm64_dylib();
   uint64_t cd_magic = signature_offset(corrupt) + kLldCd;
   corrupt[cd_magic + 3] ^= 0x01;
   SignatureCheck check = check_code_signature(parse_macho(Bytes(corrupt.data(), corrupt.size(), base)));
-  CHECK(check.first_problem_at == base + cd_magic);
+  CHECK(check.first_problem_at() == base + cd_magic);
 }
 
 TEST_CASE("add_adhoc_signature on lld's unsigned x86_64 link") {

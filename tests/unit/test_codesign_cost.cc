@@ -142,7 +142,7 @@ TEST_CASE("a new signature's own hashes serve its check for the borrowed pages, 
   // A private page written after the signer hashed it is hashed again.
   uint8_t* padding = output.data() + signed_image.load_commands_end();
   *padding ^= 0x01;
-  CHECK(check_code_signature(parse_macho(output.bytes()), &hashed).first_problem_at == 0);
+  CHECK(check_code_signature(parse_macho(output.bytes()), &hashed).first_problem_at() == 0);
   *padding ^= 0x01;
 
   // A wrong hash stored for a borrowed page is found: the check compares what the
@@ -151,7 +151,7 @@ TEST_CASE("a new signature's own hashes serve its check for the borrowed pages, 
   REQUIRE(signature);
   const CodeDirectory& directory = signature->primary();
   output.data()[signature->offset + directory.offset + directory.hash_offset + 2 * directory.hash_size] ^= 0x01;
-  CHECK(check_code_signature(parse_macho(output.bytes()), &hashed).first_problem_at == 2 * 4096);
+  CHECK(check_code_signature(parse_macho(output.bytes()), &hashed).first_problem_at() == 2 * 4096);
 }
 
 TEST_CASE("sign of an unsigned slice hashes its code once, and again only what it does not borrow") {

@@ -39,7 +39,7 @@ TEST_CASE("a codesign ad hoc signature with entitlements: verify, renew no-op, r
   CHECK(verify(edited) == std::vector<std::string>{"CodeDirectory sha256: special slot 5 (entitlements) hash mismatch "
                                                    "(its blob: slice bytes " +
                                                    hex(ent_at) + "-" + hex(ent_at + ent->length) + ")"});
-  CHECK(check_code_signature(parse(edited)).first_problem_at == ent_at);
+  CHECK(check_code_signature(parse(edited)).first_problem_at() == ent_at);
   std::vector<uint8_t> resealed = renewed(edited);
   CHECK(verify(resealed).empty());
 
@@ -72,8 +72,13 @@ TEST_CASE("Info.plist and resources hashes are not checkable here, not invalid, 
   SignatureCheck check = check_code_signature(parse(file));
   CHECK(check.problems.empty());
   REQUIRE(check.notes.size() == 2);
-  CHECK(contains(check.notes[0], "special slot 1 (Info.plist) seals a file outside the Mach-O"));
-  CHECK(contains(check.notes[1], "special slot 3 (resources)"));
+  REQUIRE(check.notes[0].is<finding::ExternalSlotSealed>());
+  CHECK(check.notes[0].as<finding::ExternalSlotSealed>().slot == cs::kSlotInfoPlist);
+  REQUIRE(check.notes[1].is<finding::ExternalSlotSealed>());
+  CHECK(check.notes[1].as<finding::ExternalSlotSealed>().slot == cs::kSlotResources);
+  CHECK(describe(check.notes[0]) ==
+        "CodeDirectory sha256: special slot 1 (Info.plist) seals a file outside the Mach-O (a bundle's); not checkable "
+        "here");
   CHECK(renewed(file) == file);
 }
 
@@ -129,8 +134,9 @@ TEST_CASE("an identity signature is not renewed; --adhoc replaces it with codesi
   CHECK(signature->style() == "identity (CMS)");
   CHECK(signature->primary().team_id == "ABCDE12345");
   CHECK(verify(file).empty());
-  CHECK(check_code_signature(parse(file)).notes ==
+  CHECK(describe(check_code_signature(parse(file)).notes) ==
         std::vector<std::string>{"the CMS signature (identity) is not checked"});
+  CHECK(check_code_signature(parse(file)).notes.at(0).is<finding::IdentityNotChecked>());
   CHECK(error_of([&] { renew_code_signature(file, 0); }).problem() ==
         "signed with an identity (Developer ID?): cannot be renewed; pass --adhoc to replace it with an ad hoc "
         "signature");

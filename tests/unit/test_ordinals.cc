@@ -496,7 +496,7 @@ TEST_CASE("chained fixups: a weak-def import (ordinal -3) keeps the dylib that o
                     .build();
   Pruned pruned = prune(image);
   CHECK(dylib_names(pruned.after) == std::vector<std::string>{kSystem, "/usr/lib/libwdef.dylib"});
-  CHECK_FALSE(pruned.plan.decisions[2].remove);
+  CHECK_FALSE(pruned.plan.decisions[2].remove());
   std::vector<uint8_t> expected = without_dylibs(image, {2});
   write_u8(expected, image.symbol_offsets[1] + 7, 2);
   CHECK(first_difference(pruned.after, expected) == "identical");
@@ -550,7 +550,8 @@ TEST_CASE("exports trie: a dylib used only by a re-export entry is kept") {
                     .build();
   Pruned pruned = prune(image);
   CHECK(dylib_names(pruned.after) == std::vector<std::string>{kSystem, "/usr/lib/libreexp.dylib", kFoo});
-  CHECK(pruned.plan.decisions[1].reason == "supplies 1 symbol");
+  CHECK(pruned.plan.decisions[1].verdict == DylibVerdict::Supplies);
+  CHECK(pruned.plan.decisions[1].symbols == 1);
   CHECK(pruned.analysis.uses[1].symbols == std::vector<std::string>{"_reexported"});
   std::vector<uint8_t> expected = without_dylibs(image, {3});
   write_u8(expected, image.symbol_offsets[1] + 7, 3);

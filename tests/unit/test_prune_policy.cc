@@ -33,8 +33,8 @@ struct Planned {
       if (image.dylibs[i].install_name == install_name) return plan.decisions.at(i);
     throw std::out_of_range("no dylib " + install_name);
   }
-  bool removes(const std::string& install_name) const { return decision(install_name).remove; }
-  std::string reason(const std::string& install_name) const { return decision(install_name).reason; }
+  bool removes(const std::string& install_name) const { return decision(install_name).remove(); }
+  DylibVerdict verdict(const std::string& install_name) const { return decision(install_name).verdict; }
 };
 
 Planned plan_for(const Image& image, const PruneOptions& options = {}) {
@@ -67,10 +67,12 @@ TEST_CASE("default policy: a dylib that supplies a symbol is kept, with how many
                     .undefined("_malloc", 1).undefined("_free", 1).undefined("_foo", 2).build();
   Planned planned = plan_for(image);
   CHECK(planned.plan.removal_count() == 0);
-  CHECK(planned.reason(kSystem) == "supplies 2 symbols");
-  CHECK(planned.reason(kFoo) == "supplies 1 symbol");
+  CHECK(planned.verdict(kSystem) == DylibVerdict::Supplies);
+  CHECK(planned.decision(kSystem).symbols == 2);
+  CHECK(planned.verdict(kFoo) == DylibVerdict::Supplies);
+  CHECK(planned.decision(kFoo).symbols == 1);
   CHECK(planned.plan.warnings.empty());
-  CHECK(planned.plan.left_unchanged_because.empty());
+  CHECK(planned.plan.left_as_is == LeftAsIs::No);
 }
 
 TEST_CASE("default policy: unused LC_LOAD_DYLIB and LC_LOAD_WEAK_DYLIB are removed") {
@@ -81,7 +83,7 @@ TEST_CASE("default policy: unused LC_LOAD_DYLIB and LC_LOAD_WEAK_DYLIB are remov
   Planned planned = plan_for(image);
   CHECK(planned.removes("/usr/lib/libunused.dylib"));
   CHECK(planned.removes("/usr/lib/libweakunused.dylib"));
-  CHECK(planned.reason("/usr/lib/libunused.dylib") == "supplies no symbol: prune removes it");
+  CHECK(planned.verdict("/usr/lib/libunused.dylib") == DylibVerdict::Unused);
   CHECK_FALSE(planned.removes(kSystem));
 }
 
@@ -89,14 +91,14 @@ TEST_CASE("default policy: an unused LC_REEXPORT_DYLIB is kept (part of this lib
   Image image = with_system_used(MachOBuilder().load_dylib(kSystem).reexport_dylib("/usr/lib/libreexp.dylib"));
   Planned planned = plan_for(image);
   CHECK_FALSE(planned.removes("/usr/lib/libreexp.dylib"));
-  CHECK(contains(planned.reason("/usr/lib/libreexp.dylib"), "re-exported"));
+  CHECK(planned.verdict("/usr/lib/libreexp.dylib") == DylibVerdict::Reexported);
 }
 
 TEST_CASE("default policy: an unused LC_LOAD_UPWARD_DYLIB is kept") {
   Image image = with_system_used(MachOBuilder().load_dylib(kSystem).upward_dylib("/usr/lib/libupward.dylib"));
   Planned planned = plan_for(image);
   CHECK_FALSE(planned.removes("/usr/lib/libupward.dylib"));
-  CHECK(contains(planned.reason("/usr/lib/libupward.dylib"), "upward"));
+  CHECK(planned.verdict("/usr/lib/libupward.dylib") == DylibVerdict::Upward);
 }
 
 TEST_CASE("default policy: kept re-exported and upward dylibs are renumbered around a removal") {
@@ -125,7 +127,7 @@ TEST_CASE("default policy: never removes the last dependency") {
     Planned planned = plan_for(image);
     CHECK(planned.plan.removal_count() == 2);
     CHECK_FALSE(planned.removes(kSystem));
-    CHECK(contains(planned.reason(kSystem), "last dependency"));
+    CHECK(planned.verdict(kSystem) == DylibVerdict::LastDependency);
   }
   SUBCASE("without libSystem, the first dylib stays") {
     Image image = MachOBuilder().load_dylib("/usr/lib/liba.dylib").load_dylib("/usr/lib/libb.dylib").build();
@@ -138,7 +140,7 @@ TEST_CASE("default policy: never removes the last dependency") {
     Image image = MachOBuilder().load_dylib(kSystem).build();
     Planned planned = plan_for(image);
     CHECK(planned.plan.removal_count() == 0);
-    CHECK(contains(planned.reason(kSystem), "last dependency"));
+    CHECK(planned.verdict(kSystem) == DylibVerdict::LastDependency);
   }
   SUBCASE("a kept upward dylib counts as a remaining dependency") {
     Image image = MachOBuilder().load_dylib(kSystem).upward_dylib("/usr/lib/libupward.dylib").build();
@@ -178,7 +180,8 @@ TEST_CASE("--keep: an unused dylib matching a glob is kept, with the glob as the
   SUBCASE("full install name") {
     Planned planned = plan_for(image, {{kFoo}, {}});
     CHECK_FALSE(planned.removes(kFoo));
-    CHECK(planned.reason(kFoo) == std::string("kept by --keep '") + kFoo + "'");
+    CHECK(planned.verdict(kFoo) == DylibVerdict::KeptByGlob);
+    CHECK(planned.decision(kFoo).glob == kFoo);
     CHECK(planned.removes(kOmp));
     CHECK(planned.removes(kCxx));
   }
@@ -190,7 +193,8 @@ TEST_CASE("--keep: an unused dylib matching a glob is kept, with the glob as the
   SUBCASE("'*libomp*'") {
     Planned planned = plan_for(image, {{"*libomp*"}, {}});
     CHECK_FALSE(planned.removes(kOmp));
-    CHECK(planned.reason(kOmp) == "kept by --keep '*libomp*'");
+    CHECK(planned.verdict(kOmp) == DylibVerdict::KeptByGlob);
+    CHECK(planned.decision(kOmp).glob == "*libomp*");
     CHECK(planned.removes(kFoo));
   }
   SUBCASE("several globs") {
@@ -211,7 +215,7 @@ TEST_CASE("--only: only unused dylibs matching a glob are removed") {
     Planned planned = plan_for(image, {{}, {"*libomp*"}});
     CHECK(planned.removes(kOmp));
     CHECK_FALSE(planned.removes(kFoo));
-    CHECK(planned.reason(kFoo) == "unused, but not selected by --only");
+    CHECK(planned.verdict(kFoo) == DylibVerdict::NotSelected);
     CHECK_FALSE(planned.removes(kCxx));
   }
   SUBCASE("full install name and leaf") {
@@ -223,7 +227,7 @@ TEST_CASE("--only: only unused dylibs matching a glob are removed") {
   SUBCASE("--only never removes a used dylib") {
     Planned planned = plan_for(image, {{}, {"libSystem*"}});
     CHECK(planned.plan.removal_count() == 0);
-    CHECK(planned.reason(kSystem) == "supplies 1 symbol");
+    CHECK(planned.verdict(kSystem) == DylibVerdict::Supplies);
   }
   SUBCASE("--only never removes a re-exported dylib") {
     Image reexporting = with_system_used(MachOBuilder().load_dylib(kSystem).reexport_dylib(kOmp));
@@ -233,7 +237,8 @@ TEST_CASE("--only: only unused dylibs matching a glob are removed") {
   SUBCASE("--keep wins over --only") {
     Planned planned = plan_for(image, {{"*libomp*"}, {"*libomp*", "libfoo*"}});
     CHECK_FALSE(planned.removes(kOmp));
-    CHECK(planned.reason(kOmp) == "kept by --keep '*libomp*'");
+    CHECK(planned.verdict(kOmp) == DylibVerdict::KeptByGlob);
+    CHECK(planned.decision(kOmp).glob == "*libomp*");
     CHECK(planned.removes(kFoo));
   }
 }
@@ -249,16 +254,16 @@ TEST_CASE("flat namespace (MH_TWOLEVEL clear): the file is left unchanged, with 
                     .undefined("_malloc", 0)
                     .build();
   Planned planned = plan_for(image);
-  CHECK(contains(planned.plan.left_unchanged_because, "flat namespace"));
+  CHECK(planned.plan.left_as_is == LeftAsIs::FlatNamespace);
   CHECK(planned.plan.removal_count() == 0);
-  CHECK(contains(planned.reason("/usr/lib/libunused.dylib"), "left unchanged"));
+  CHECK(planned.verdict("/usr/lib/libunused.dylib") == DylibVerdict::SliceLeftAsIs);
   CHECK(apply_prune(planned.image, planned.scan, planned.plan) == image.bytes);
 
   MachORepair repair = prune_macho(image.view(), test::checked());
   CHECK(repair.output.to_vector() == image.bytes);
   CHECK_FALSE(repair.report.changed);
   REQUIRE(repair.report.slices.size() == 1);
-  CHECK(contains(repair.report.slices[0].left_unchanged_because, "flat namespace"));
+  CHECK(repair.report.slices[0].left_as_is == LeftAsIs::FlatNamespace);
   CHECK(repair.report.slices[0].flags.front() == "flat-namespace");
 }
 
@@ -266,7 +271,7 @@ TEST_CASE("flat namespace: ordinals are not checked (they carry no meaning)") {
   // Go-style flat executables may hold anything in n_desc's high byte.
   Image image = MachOBuilder().flags(MH_DYLDLINK).load_dylib(kSystem).undefined("_malloc", 9).build();
   Planned planned = plan_for(image);
-  CHECK(contains(planned.plan.left_unchanged_because, "flat namespace"));
+  CHECK(planned.plan.left_as_is == LeftAsIs::FlatNamespace);
 }
 
 TEST_CASE("LC_LAZY_LOAD_DYLIB: the file is left unchanged, with the reason") {
@@ -277,14 +282,14 @@ TEST_CASE("LC_LAZY_LOAD_DYLIB: the file is left unchanged, with the reason") {
                     .undefined("_malloc", 1)
                     .build();
   Planned planned = plan_for(image);
-  CHECK(contains(planned.plan.left_unchanged_because, "LC_LAZY_LOAD_DYLIB"));
+  CHECK(planned.plan.left_as_is == LeftAsIs::LazyLoadDylib);
   CHECK(planned.plan.removal_count() == 0);
   CHECK(apply_prune(planned.image, planned.scan, planned.plan) == image.bytes);
 
   MachORepair repair = prune_macho(image.view(), test::checked());
   CHECK(repair.output.to_vector() == image.bytes);
   CHECK_FALSE(repair.report.changed);
-  CHECK(contains(repair.report.slices.at(0).left_unchanged_because, "LC_LAZY_LOAD_DYLIB"));
+  CHECK(repair.report.slices.at(0).left_as_is == LeftAsIs::LazyLoadDylib);
 }
 
 // ------------------------------------------------------------ runtime lookups
@@ -450,12 +455,12 @@ TEST_CASE("report: inspect says what prune removes (removable) and removes nothi
   MachOReport inspected = inspect_macho(image.view());
   REQUIRE(inspected.slices.size() == 1);
   REQUIRE(inspected.slices[0].dylibs.size() == 2);
-  CHECK(inspected.slices[0].dylibs[1].removable);
+  CHECK(inspected.slices[0].dylibs[1].removable());
   CHECK_FALSE(inspected.slices[0].dylibs[1].removed);
   CHECK(inspected.removable_count() == 1);
   CHECK(inspected.removed_count() == 0);
   MachORepair pruned = prune_macho(image.view(), test::checked());
-  CHECK(pruned.report.slices[0].dylibs[1].removable);
+  CHECK(pruned.report.slices[0].dylibs[1].removable());
   CHECK(pruned.report.slices[0].dylibs[1].removed);
   CHECK(pruned.report.removed_count() == 1);
   CHECK_FALSE(pruned.report.slices[0].dylibs[0].removed);
