@@ -50,7 +50,8 @@ OWN_REASONS = re.compile(
     r"overlaps segment \d+|also the Program's|also the payload of|cannot be patched in place|"
     r"machofix cannot renew|by a name machofix cannot renew|shares bytes with a key machofix renews|"
     r"machofix does not move segments|no dependent dylib's install name matches|"
-    r"verifying the output before committing it")
+    r"verifying the output before committing it|the input breaks the loader rule [a-z0-9-]+|"
+    r"Mach-O header \(\d+ bytes\) runs past the end of its container")
 INTERESTING_32 = [0, 1, 2, 7, 8, 0x7F, 0x80, 0xFF, 0x100, 0xFFFF, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 0xFFFFFFFE]
 INTERESTING_64 = [0, 1, 8, 24, 32, 63, 64, 4096, 1 << 31, 1 << 32, (1 << 63), (1 << 64) - 1, (1 << 64) - 8]
 
@@ -76,7 +77,9 @@ def describe_base(path, data):
                     keys.add(bytes.fromhex(delegate["aoti"][which]["key_hex"]))
     for entry in loaded.get("named_data", []):
         keys.add((entry["key"] if isinstance(entry, dict) else entry).encode())
-    for key in filter(None, keys):
+    # Sorted: a set's order follows Python's per-process hash seed, and the mutations
+    # pick from this list, so an unsorted one made every run try other variants.
+    for key in sorted(filter(None, keys)):
         info["keys"] += [(m.start(), len(key)) for m in re.finditer(re.escape(key), data)]
     for start, length in info["keys"]:
         if data[start + length:start + length + 1] == b"\n":
