@@ -1,5 +1,6 @@
 #include "core/format/imports.h"
 
+#include "core/format/bind_opcodes.h"
 #include "core/format/macho_format.h"
 #include "core/format/macho_structs.h"
 
@@ -101,90 +102,57 @@ class Scanner {
     }
   }
 
-  void scan_binds(const DataRange& range, ImportSource source) {
-    Bytes stream = image_.bytes.sub(range.offset, range.size, "bind opcodes");
-    Cursor cursor(stream);
+  // What a bind binds: the values in force in the stream (reset at each lazy entry).
+  struct BindState {
+    explicit BindState(ImportSource from) : source(from) {}
+    ImportSource source;
     int ordinal = 0;
     std::string_view symbol;
     uint64_t symbol_opcode = 0;  // slice offset of the SET_SYMBOL_TRAILING_FLAGS_IMM in force
     bool weak = false;
-    bool lazy = source == ImportSource::LazyBind;
-    BindState state{source, symbol, symbol_opcode, ordinal, weak};
-    while (!cursor.at_end()) {
-      uint64_t at = cursor.position();
-      uint8_t byte = cursor.u8("bind opcode");
-      uint8_t immediate = byte & BIND_IMMEDIATE_MASK;
-      switch (byte & BIND_OPCODE_MASK) {
-        case BIND_OPCODE_DONE:
-          if (!lazy) return;
+  };
+
+  void scan_binds(const DataRange& range, ImportSource source) {
+    Bytes stream = image_.bytes.sub(range.offset, range.size, "bind opcodes");
+    BindState state(source);
+    walk_bind_opcodes(stream, source == ImportSource::LazyBind, [&](const BindOpcode& step) {
+      switch (step.step) {
+        case BindStep::Done:
           // Each lazy-bind entry is entered on its own from the stub helper, with fresh state.
-          ordinal = 0, symbol = {}, weak = false;
+          state = BindState(source);
           break;
-        case BIND_OPCODE_SET_DYLIB_ORDINAL_IMM:
-          ordinal = immediate;
-          add_site(source, SiteEncoding::OpcodeImm, range.offset + at, 1, ordinal);
+        case BindStep::SetOrdinal:
+          set_ordinal(stream, range, step, state);
           break;
-        case BIND_OPCODE_SET_DYLIB_ORDINAL_ULEB: {
-          Leb leb = cursor.uleb("library ordinal");
-          if (leb.value > 0xffff) stream.fail_here(at + 1, "library ordinal " + std::to_string(leb.value) + " is too large");
-          ordinal = static_cast<int>(leb.value);
-          add_site(source, SiteEncoding::OpcodeUleb, range.offset + at + 1, leb.length, ordinal);
+        case BindStep::SetSymbol:
+          state.symbol_opcode = range.offset + step.at;
+          state.symbol = take_name(step.symbol, state.symbol_opcode);
+          state.weak = step.immediate & BIND_SYMBOL_FLAGS_WEAK_IMPORT;
           break;
-        }
-        case BIND_OPCODE_SET_DYLIB_SPECIAL_IMM:
-          // The immediate is a sign-extended 4-bit number: 0xd is -3, 0xe is -2, 0xf is -1.
-          ordinal = immediate == 0 ? 0 : static_cast<int8_t>(BIND_OPCODE_MASK | immediate);
-          add_site(source, SiteEncoding::OpcodeSpecial, range.offset + at, 1, ordinal);
+        case BindStep::Bind:
+          if (step.operand_malformed) break;  // the walk refuses the stream for that operand next
+          add_import(stream, step.at, state);
+          add_bound(step.count == 0 ? 0 : step.count - 1);  // add_import counted one
           break;
-        case BIND_OPCODE_SET_SYMBOL_TRAILING_FLAGS_IMM:
-          symbol_opcode = range.offset + at;
-          symbol = take_name(cursor.cstr("bind symbol name"), stream.base() - image_.bytes.base() + at);
-          weak = immediate & BIND_SYMBOL_FLAGS_WEAK_IMPORT;
+        case BindStep::Threaded:
+          if (step.immediate != BIND_SUBOPCODE_THREADED_SET_BIND_ORDINAL_TABLE_SIZE_ULEB &&
+              step.immediate != BIND_SUBOPCODE_THREADED_APPLY)
+            stream.fail_here(step.at, "unknown threaded bind sub-opcode " + hex(BIND_OPCODE_THREADED | step.immediate));
           break;
-        case BIND_OPCODE_SET_TYPE_IMM:
-          break;
-        case BIND_OPCODE_SET_ADDEND_SLEB:
-          cursor.sleb("bind addend");
-          break;
-        case BIND_OPCODE_SET_SEGMENT_AND_OFFSET_ULEB:
-        case BIND_OPCODE_ADD_ADDR_ULEB:
-          cursor.uleb("bind address");
-          break;
-        case BIND_OPCODE_DO_BIND_ULEB_TIMES_SKIPPING_ULEB: {
-          uint64_t count = cursor.uleb("bind count").value;
-          cursor.uleb("bind skip");
-          add_import(stream, at, state);
-          add_bound(count == 0 ? 0 : count - 1);  // add_import counted one
-          break;
-        }
-        case BIND_OPCODE_DO_BIND_ADD_ADDR_ULEB:
-          cursor.uleb("bind address");
-          add_import(stream, at, state);
-          break;
-        case BIND_OPCODE_DO_BIND:
-        case BIND_OPCODE_DO_BIND_ADD_ADDR_IMM_SCALED:
-          add_import(stream, at, state);
-          break;
-        case BIND_OPCODE_THREADED:
-          if (immediate == BIND_SUBOPCODE_THREADED_SET_BIND_ORDINAL_TABLE_SIZE_ULEB) cursor.uleb("threaded bind table size");
-          else if (immediate != 1) stream.fail_here(at, "unknown threaded bind sub-opcode " + hex(byte));
-          break;
-        default:
-          stream.fail_here(at, "unknown bind opcode " + hex(byte));
       }
-    }
-    // Reaching the end without BIND_OPCODE_DONE is fine: dyld stops there too (old
-    // ld64 wrote such streams). Operands cut off by the end are errors (the Cursor's).
+    });
   }
 
-  // What a DO_BIND binds: references to the stream walker's current values.
-  struct BindState {
-    ImportSource source;
-    const std::string_view& symbol;
-    const uint64_t& symbol_opcode;
-    const int& ordinal;
-    const bool& weak;
-  };
+  void set_ordinal(const Bytes& stream, const DataRange& range, const BindOpcode& step, BindState& state) {
+    SiteEncoding encoding = step.form == OrdinalForm::Immediate ? SiteEncoding::OpcodeImm
+                            : step.form == OrdinalForm::Uleb    ? SiteEncoding::OpcodeUleb
+                                                                : SiteEncoding::OpcodeSpecial;
+    uint64_t stored = static_cast<uint64_t>(step.ordinal);
+    if (step.form == OrdinalForm::Uleb && stored > 0xffff)
+      stream.fail_here(step.ordinal_at, "library ordinal " + std::to_string(stored) + " is too large");
+    state.ordinal = static_cast<int>(step.ordinal);
+    add_site(state.source, encoding, range.offset + step.ordinal_at, step.ordinal_length, state.ordinal);
+  }
 
   void add_bound(uint64_t count) {
     result_.bound_addresses = count > UINT64_MAX - result_.bound_addresses ? UINT64_MAX : result_.bound_addresses + count;

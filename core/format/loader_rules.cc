@@ -192,11 +192,7 @@ const Command* Check::first(uint32_t cmd) const {
   return nullptr;
 }
 
-const Segment* Check::segment(const std::string& name) const {
-  for (const Segment& candidate : segments)
-    if (candidate.name == name) return &candidate;
-  return nullptr;
-}
+const Segment* Check::segment(const std::string& name) const { return segment_named(segments, name); }
 
 size_t Check::dependent_dylib_count() const {
   if (dylib_count_) return *dylib_count_;  // asked once per bind

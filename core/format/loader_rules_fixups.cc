@@ -4,12 +4,15 @@
 // header and starts are what mach_o::ChainedFixups::valid accepts.
 //
 // A stream too malformed to walk is not judged here: machofix's reader refuses it
-// with its own message. These walks stop quietly where the bytes end. They are
-// written apart from core/format/imports.cc on purpose: a proof that shared the scanner's
-// reading of the opcodes would share its mistakes.
+// with its own message. These walks stop quietly where the bytes end. The bind
+// opcodes are decoded by core/format/bind_opcodes.cc, as for the reader, but what is
+// judged (ordinal ranges, a bind with no ordinal) is written here apart from
+// core/format/imports.cc: a proof that shared the scanner's checks would share its
+// mistakes.
 #include <set>
 
 #include "core/base/error.h"
+#include "core/format/bind_opcodes.h"
 #include "core/format/loader_rules_internal.h"
 #include "core/format/macho_format.h"
 #include "core/format/macho_structs.h"
@@ -42,43 +45,20 @@ class BindWalk {
 
   void run(bool lazy) {
     try {
-      walk(lazy);
-    } catch (const Error&) {  // a truncated operand: the reader reports it
+      walk_bind_opcodes(stream_, lazy, [this](const BindOpcode& step) { take(step); });
+    } catch (const Error&) {  // an unknown opcode or a malformed operand: the reader reports it
     }
   }
 
  private:
-  void walk(bool lazy) {
-    Cursor cursor(stream_);
-    while (!cursor.at_end()) {
-      uint64_t at = cursor.position();
-      uint8_t byte = cursor.u8("bind opcode");
-      uint8_t immediate = byte & BIND_IMMEDIATE_MASK;
-      switch (byte & BIND_OPCODE_MASK) {
-        case BIND_OPCODE_DONE:
-          if (!lazy) return;
-          ordinal_.reset();  // the stub helper enters each lazy entry on its own, with fresh state
-          break;
-        case BIND_OPCODE_SET_DYLIB_ORDINAL_IMM: set(immediate, at); break;
-        case BIND_OPCODE_SET_DYLIB_ORDINAL_ULEB: set(static_cast<int64_t>(cursor.uleb("ordinal").value), at); break;
-        case BIND_OPCODE_SET_DYLIB_SPECIAL_IMM: set(immediate ? static_cast<int8_t>(BIND_OPCODE_MASK | immediate) : 0, at); break;
-        case BIND_OPCODE_SET_SYMBOL_TRAILING_FLAGS_IMM: cursor.cstr("symbol name"); break;
-        case BIND_OPCODE_SET_TYPE_IMM: break;
-        case BIND_OPCODE_SET_ADDEND_SLEB: cursor.sleb("addend"); break;
-        case BIND_OPCODE_SET_SEGMENT_AND_OFFSET_ULEB:
-        case BIND_OPCODE_ADD_ADDR_ULEB: cursor.uleb("offset"); break;
-        case BIND_OPCODE_DO_BIND:
-        case BIND_OPCODE_DO_BIND_ADD_ADDR_IMM_SCALED: bind(at); break;
-        case BIND_OPCODE_DO_BIND_ADD_ADDR_ULEB: bind(at), cursor.uleb("offset"); break;
-        case BIND_OPCODE_DO_BIND_ULEB_TIMES_SKIPPING_ULEB:
-          if (cursor.uleb("count").value) bind(at);
-          cursor.uleb("skip");
-          break;
-        case BIND_OPCODE_THREADED:
-          if (immediate == BIND_SUBOPCODE_THREADED_SET_BIND_ORDINAL_TABLE_SIZE_ULEB) cursor.uleb("table size");
-          break;
-        default: return;  // an unknown opcode: the reader refuses the stream
-      }
+  void take(const BindOpcode& step) {
+    switch (step.step) {
+      case BindStep::Done: ordinal_.reset(); break;  // the stub helper enters each lazy entry on its own, with fresh state
+      case BindStep::SetOrdinal: set(step.ordinal, step.at); break;
+      // A bind followed by a malformed operand still counts: dyld binds before reading it.
+      case BindStep::Bind: if (step.count) bind(step.at); break;
+      case BindStep::SetSymbol:
+      case BindStep::Threaded: break;
     }
   }
 

@@ -9,6 +9,7 @@
 #include "core/base/bytes.h"
 #include "core/format/loader_rules.h"
 #include "core/format/macho_format.h"
+#include "core/format/segments.h"
 
 namespace machofix::rules {
 
@@ -18,7 +19,6 @@ using namespace macho;
 // Values the rules need beyond core/format/macho_format.h.
 constexpr uint32_t MH_DYLDLINK = 0x4;
 constexpr uint32_t SG_NORELOC = 0x4;
-constexpr uint32_t VM_PROT_READ = 1, VM_PROT_WRITE = 2, VM_PROT_EXECUTE = 4;
 
 // What dyld3's MachOAnalyzer::enforceFormat(Malformed::...) gates on the SDK the
 // binary was built with (and, for one rule, mach_o::Policy's enforcement epoch).
@@ -50,21 +50,6 @@ struct Command {
   uint32_t number = 0;  // 1-based, as dyld numbers them in messages
 };
 
-struct Section {
-  std::string name;
-  uint64_t address = 0, size = 0;
-  uint64_t at = 0;  // the section_64 in the slice
-};
-
-struct Segment {
-  std::string name;
-  uint64_t vmaddr = 0, vmsize = 0, fileoff = 0, filesize = 0;
-  uint32_t initprot = 0, flags = 0;
-  uint64_t at = 0;  // the segment_command_64 in the slice
-  std::vector<Section> sections;
-  bool executable() const { return initprot & VM_PROT_EXECUTE; }
-};
-
 // A (dataoff, datasize) LINKEDIT blob and the load-command field that placed it.
 struct Blob {
   const char* name;
@@ -83,7 +68,7 @@ class Check {
 
   uint32_t cputype = 0, filetype = 0, flags = 0, ncmds = 0, sizeofcmds = 0;
   std::vector<Command> commands;  // only once the walk succeeded
-  std::vector<Segment> segments;  // the well-formed LC_SEGMENT_64s, in order
+  std::vector<Segment> segments;  // the LC_SEGMENT_64s of whole size, in order; sections that fit
   std::vector<Platform> platforms;
 
   void add(const char* rule, uint64_t offset_in_slice, std::string message) {

@@ -82,13 +82,13 @@ void check_placement(Check& check, std::vector<Blob> blobs) {
   const Segment* linkedit = check.segment("__LINKEDIT");
   if (!linkedit) return;  // seg-linkedit says so
   std::stable_sort(blobs.begin(), blobs.end(), [](const Blob& a, const Blob& b) { return a.offset < b.offset; });
-  uint64_t end_of_linkedit = linkedit->fileoff + linkedit->filesize;
-  uint64_t previous_end = linkedit->fileoff;
+  uint64_t end_of_linkedit = linkedit->file_offset + linkedit->file_size;
+  uint64_t previous_end = linkedit->file_offset;
   const char* previous = nullptr;
   for (const Blob& blob : blobs) {
     if (blob.offset < previous_end && !previous)
       check.add("linkedit-in-segment", blob.field, std::string("LINKEDIT content '") + blob.name + "' at " + hex(blob.offset) +
-                                                        " starts before __LINKEDIT (" + hex(linkedit->fileoff) + ")");
+                                                        " starts before __LINKEDIT (" + hex(linkedit->file_offset) + ")");
     else if (blob.offset < previous_end)
       check.add("linkedit-overlap", blob.field, std::string("LINKEDIT overlap of ") + previous + " and " + blob.name);
     if (blob.offset > end_of_linkedit || blob.size > end_of_linkedit - blob.offset)

@@ -14,27 +14,16 @@ using namespace macho;
 namespace {
 
 
+// Tolerant where the reader refuses: a command too short for a segment_command_64 is
+// skipped (lc-cmdsize-exact reports it), and of its sections only those that fit in
+// cmdsize are read.
 void read_segments(Check& check) {
-  for (const Command& command : check.commands) {
+  for (size_t index = 0; index < check.commands.size(); ++index) {
+    const Command& command = check.commands[index];
     if (command.cmd != LC_SEGMENT_64 || command.size < sizeof(SegmentCommand64)) continue;
     Bytes body = check.body(command);
-    SegmentCommand64 fields = body.get<SegmentCommand64>(0, "LC_SEGMENT_64");
-    Segment segment;
-    segment.name = body.fixed_string(offsetof(SegmentCommand64, segname), sizeof fields.segname, "segment name");
-    segment.vmaddr = fields.vmaddr;
-    segment.vmsize = fields.vmsize;
-    segment.fileoff = fields.fileoff;
-    segment.filesize = fields.filesize;
-    segment.initprot = fields.initprot;
-    segment.flags = fields.flags;
-    segment.at = command.offset;
-    uint64_t count = std::min<uint64_t>(fields.nsects, (body.size() - sizeof(SegmentCommand64)) / sizeof(Section64));
-    for (uint64_t i = 0; i < count; ++i) {
-      uint64_t at = sizeof(SegmentCommand64) + i * sizeof(Section64);
-      Section64 section = body.get<Section64>(at, "section");
-      segment.sections.push_back({body.fixed_string(at + offsetof(Section64, sectname), sizeof section.sectname, "section name"),
-                                  section.addr, section.size, command.offset + at});
-    }
+    Segment segment = read_segment_command(body, command.offset, index);
+    read_sections(body, std::min<uint64_t>(declared_section_count(body), section_room(body)), segment);
     check.segments.push_back(std::move(segment));
   }
 }
@@ -44,20 +33,20 @@ bool wraps(uint64_t start, uint64_t length) { return start + length < start; }
 void check_each_segment(Check& check) {
   for (const Segment& segment : check.segments) {
     const std::string quoted = "segment '" + segment.name + "'";
-    if (!fits(segment.fileoff, segment.filesize, check.bytes.size()))
-      check.add("seg-in-file", segment.at + offsetof(SegmentCommand64, fileoff), quoted + " load command content extends beyond end of file");
-    if (segment.filesize > segment.vmsize && (segment.vmsize != 0 || !(segment.flags & SG_NORELOC)))
-      check.add("seg-filesize-vmsize", segment.at + offsetof(SegmentCommand64, filesize), quoted + " filesize exceeds vmsize");
-    if (wraps(segment.vmaddr, segment.vmsize)) check.add("seg-vm-wrap", segment.at + offsetof(SegmentCommand64, vmaddr), quoted + " vm range wraps");
+    if (!fits(segment.file_offset, segment.file_size, check.bytes.size()))
+      check.add("seg-in-file", segment.command_offset + offsetof(SegmentCommand64, fileoff), quoted + " load command content extends beyond end of file");
+    if (segment.file_size > segment.vmsize && (segment.vmsize != 0 || !(segment.flags & SG_NORELOC)))
+      check.add("seg-filesize-vmsize", segment.command_offset + offsetof(SegmentCommand64, filesize), quoted + " filesize exceeds vmsize");
+    if (wraps(segment.vmaddr, segment.vmsize)) check.add("seg-vm-wrap", segment.command_offset + offsetof(SegmentCommand64, vmaddr), quoted + " vm range wraps");
     uint32_t rx = VM_PROT_READ | VM_PROT_EXECUTE;
     if (segment.name == "__TEXT") {
       if (segment.initprot != rx && check.enforced(Gate::TextPermissions))
-        check.add("seg-protection", segment.at + offsetof(SegmentCommand64, initprot), "__TEXT segment permissions is not 'r-x'");
+        check.add("seg-protection", segment.command_offset + offsetof(SegmentCommand64, initprot), "__TEXT segment permissions is not 'r-x'");
     } else if (segment.name == "__LINKEDIT") {
       if (segment.initprot != VM_PROT_READ && check.enforced(Gate::LinkeditPermissions))
-        check.add("seg-protection", segment.at + offsetof(SegmentCommand64, initprot), "__LINKEDIT segment permissions is not 'r--'");
+        check.add("seg-protection", segment.command_offset + offsetof(SegmentCommand64, initprot), "__LINKEDIT segment permissions is not 'r--'");
     } else if (segment.initprot & ~uint32_t(7)) {
-      check.add("seg-protection", segment.at + offsetof(SegmentCommand64, initprot), segment.name + " segment permissions has invalid bits set (" + hex(segment.initprot) + ")");
+      check.add("seg-protection", segment.command_offset + offsetof(SegmentCommand64, initprot), segment.name + " segment permissions has invalid bits set (" + hex(segment.initprot) + ")");
     }
   }
 }
@@ -69,11 +58,11 @@ void check_text(Check& check) {
     return;
   }
   uint64_t header_and_commands = sizeof(MachHeader64) + check.sizeofcmds;
-  if (text->fileoff != 0) check.add("seg-text", text->at + offsetof(SegmentCommand64, fileoff), "__TEXT segment not start of mach-o");
-  if (text->filesize < header_and_commands)
-    check.add("seg-text", text->at + offsetof(SegmentCommand64, filesize), "load commands exceed length of __TEXT segment");
+  if (text->file_offset != 0) check.add("seg-text", text->command_offset + offsetof(SegmentCommand64, fileoff), "__TEXT segment not start of mach-o");
+  if (text->file_size < header_and_commands)
+    check.add("seg-text", text->command_offset + offsetof(SegmentCommand64, filesize), "load commands exceed length of __TEXT segment");
   else if (text->vmsize < header_and_commands)
-    check.add("seg-text", text->at + offsetof(SegmentCommand64, vmsize), "load commands do not fit in __TEXT segment vmsize");
+    check.add("seg-text", text->command_offset + offsetof(SegmentCommand64, vmsize), "load commands do not fit in __TEXT segment vmsize");
   if (!check.segment("__LINKEDIT")) check.add("seg-linkedit", 16, "missing __LINKEDIT segment");
 }
 
@@ -93,14 +82,14 @@ void check_pairs(Check& check) {
       const Segment& earlier = segments[i];
       std::string pair = "segment " + earlier.name + " and segment " + later.name;
       if (overlap(earlier.vmaddr, earlier.vmsize, later.vmaddr, later.vmsize))
-        check.add("seg-overlap", later.at + offsetof(SegmentCommand64, vmaddr), "vm range of " + pair + " overlap");
-      if (overlap(earlier.fileoff, earlier.filesize, later.fileoff, later.filesize))
-        check.add("seg-overlap", later.at + offsetof(SegmentCommand64, fileoff), "file content of " + pair + " overlap");
+        check.add("seg-overlap", later.command_offset + offsetof(SegmentCommand64, vmaddr), "vm range of " + pair + " overlap");
+      if (overlap(earlier.file_offset, earlier.file_size, later.file_offset, later.file_size))
+        check.add("seg-overlap", later.command_offset + offsetof(SegmentCommand64, fileoff), "file content of " + pair + " overlap");
       bool out_of_order = earlier.vmaddr > later.vmaddr ||
-                          (earlier.fileoff > later.fileoff && earlier.fileoff != 0 && later.fileoff != 0);
+                          (earlier.file_offset > later.file_offset && earlier.file_offset != 0 && later.file_offset != 0);
       // dyld lets the Go linker's __DWARF segment sit anywhere.
       if (out_of_order && order_enforced && earlier.name != "__DWARF" && later.name != "__DWARF")
-        check.add("seg-order", later.at, "segment load commands out of order with respect to layout for " + earlier.name +
+        check.add("seg-order", later.command_offset, "segment load commands out of order with respect to layout for " + earlier.name +
                                              " and " + later.name);
     }
   }
@@ -112,12 +101,12 @@ void check_sections(Check& check) {
     for (const Section& section : segment.sections) {
       std::string quoted = "section '" + section.name + "'";
       if (static_cast<int64_t>(section.size) < 0)
-        check.add("sect-in-segment", section.at + offsetof(Section64, size), quoted + " size too large " + hex(section.size));
+        check.add("sect-in-segment", section.header_offset + offsetof(Section64, size), quoted + " size too large " + hex(section.size));
       else if (section.address < segment.vmaddr)
-        check.add("sect-in-segment", section.at + offsetof(Section64, addr), quoted + " start address " + hex(section.address) +
+        check.add("sect-in-segment", section.header_offset + offsetof(Section64, addr), quoted + " start address " + hex(section.address) +
                                                           " is before containing segment's address " + hex(segment.vmaddr));
       else if (end_enforced && section.address + section.size > segment.vmaddr + segment.vmsize)
-        check.add("sect-in-segment", section.at + offsetof(Section64, size), quoted + " end address " + hex(section.address + section.size) +
+        check.add("sect-in-segment", section.header_offset + offsetof(Section64, size), quoted + " end address " + hex(section.address + section.size) +
                                                           " is beyond containing segment's end address " +
                                                           hex(segment.vmaddr + segment.vmsize));
     }

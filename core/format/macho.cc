@@ -78,11 +78,7 @@ std::optional<uint32_t> header_filetype(const Bytes& slice) {
   return header.filetype;
 }
 
-const Segment* MachO::segment(const std::string& name) const {
-  for (const Segment& segment : segments)
-    if (segment.name == name) return &segment;
-  return nullptr;
-}
+const Segment* MachO::segment(const std::string& name) const { return segment_named(segments, name); }
 
 uint64_t MachO::load_commands_end() const { return sizeof(MachHeader64) + sizeofcmds; }
 
@@ -247,33 +243,15 @@ class Reader {
 
   void read_segment(const Bytes& body, size_t index) {
     require_command_size(body, sizeof(SegmentCommand64), "LC_SEGMENT_64");
-    SegmentCommand64 command = body.get<SegmentCommand64>(0, "LC_SEGMENT_64");
-    Segment segment;
-    segment.name = body.fixed_string(offsetof(SegmentCommand64, segname), sizeof command.segname, "segment name");
-    segment.vmaddr = command.vmaddr;
-    segment.vmsize = command.vmsize;
-    segment.file_offset = command.fileoff;
-    segment.file_size = command.filesize;
-    segment.command_index = index;
-    uint32_t section_count = command.nsects;
-    if (section_count > (body.size() - sizeof(SegmentCommand64)) / sizeof(Section64))
+    Segment segment = read_segment_command(body, image_.commands[index].offset, index);
+    uint32_t section_count = declared_section_count(body);
+    if (section_count > section_room(body))
       body.fail_here(offsetof(SegmentCommand64, nsects), "segment " + segment.name + ": " + std::to_string(section_count) + " sections do not fit in cmdsize" +
                              rule("lc-cmdsize-exact"));
     if (!fits(segment.file_offset, segment.file_size, bytes_.size()))
       body.fail_here(offsetof(SegmentCommand64, fileoff), "segment " + segment.name + " (fileoff " + hex(segment.file_offset) + ", filesize " +
                              hex(segment.file_size) + ") runs past the end of the file" + rule("seg-in-file"));
-    for (uint32_t i = 0; i < section_count; ++i) {
-      uint64_t at = sizeof(SegmentCommand64) + uint64_t(i) * sizeof(Section64);
-      Section64 header = body.get<Section64>(at, "section");  // inside: nsects was checked above
-      Section section;
-      section.name = body.fixed_string(at + offsetof(Section64, sectname), sizeof header.sectname, "section name");
-      section.segment_name = body.fixed_string(at + offsetof(Section64, segname), sizeof header.segname, "section segment name");
-      section.address = header.addr;
-      section.size = header.size;
-      section.file_offset = header.offset;
-      section.flags = header.flags;
-      segment.sections.push_back(std::move(section));
-    }
+    read_sections(body, section_count, segment);  // inside: nsects was checked above
     image_.segments.push_back(std::move(segment));
   }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/base/bytes.h"
+#include "core/format/segments.h"
 
 namespace machofix {
 
@@ -38,25 +39,6 @@ struct Dylib {
 struct Rpath {
   std::string path;
   size_t command_index = 0;  // into MachO::commands
-};
-
-struct Section {
-  std::string segment_name;
-  std::string name;
-  uint64_t address = 0;
-  uint64_t size = 0;
-  uint32_t file_offset = 0;
-  uint32_t flags = 0;
-};
-
-struct Segment {
-  std::string name;
-  uint64_t vmaddr = 0;
-  uint64_t vmsize = 0;
-  uint64_t file_offset = 0;
-  uint64_t file_size = 0;
-  size_t command_index = 0;
-  std::vector<Section> sections;
 };
 
 // A (dataoff, datasize) pair of a LINKEDIT blob.

@@ -34,6 +34,9 @@ constexpr uint32_t MH_GPU_DYLIB = 0xe;
 
 constexpr uint32_t MH_TWOLEVEL = 0x80;
 
+// A segment's initprot and maxprot.
+constexpr uint32_t VM_PROT_READ = 1, VM_PROT_WRITE = 2, VM_PROT_EXECUTE = 4;
+
 constexpr uint32_t CPU_ARCH_ABI64 = 0x01000000;
 constexpr uint32_t CPU_TYPE_X86_64 = 7 | CPU_ARCH_ABI64;
 constexpr uint32_t CPU_TYPE_ARM64 = 12 | CPU_ARCH_ABI64;
@@ -99,6 +102,7 @@ constexpr uint8_t BIND_OPCODE_DO_BIND_ADD_ADDR_IMM_SCALED = 0xb0;
 constexpr uint8_t BIND_OPCODE_DO_BIND_ULEB_TIMES_SKIPPING_ULEB = 0xc0;
 constexpr uint8_t BIND_OPCODE_THREADED = 0xd0;
 constexpr uint8_t BIND_SUBOPCODE_THREADED_SET_BIND_ORDINAL_TABLE_SIZE_ULEB = 0x00;
+constexpr uint8_t BIND_SUBOPCODE_THREADED_APPLY = 0x01;
 constexpr uint8_t BIND_SYMBOL_FLAGS_WEAK_IMPORT = 0x1;
 
 // Exports trie.
