@@ -28,6 +28,11 @@ void fail_as(ErrorKind kind, const std::string& problem, std::optional<uint64_t>
   throw Error(problem, offset).as(kind);
 }
 
-void fail_system(const std::string& what) { fail_as(ErrorKind::System, what + ": " + std::strerror(errno)); }
+void fail_system(const std::string& what, const std::string& file) {
+  std::string reason = std::strerror(errno);
+  Error error(what + ": " + reason);
+  if (!file.empty()) error.in_file(file);
+  throw error.as(ErrorKind::System);
+}
 
 }  // namespace machofix

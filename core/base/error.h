@@ -79,8 +79,9 @@ class Error : public std::runtime_error {
 [[noreturn]] void fail_at(uint64_t offset, const std::string& problem);
 // An Error of `kind` (fail() and fail_at() make Malformed ones).
 [[noreturn]] void fail_as(ErrorKind kind, const std::string& problem, std::optional<uint64_t> offset = std::nullopt);
-// "WHAT: strerror(errno)", an ErrorKind::System.
-[[noreturn]] void fail_system(const std::string& what);
+// "WHAT: strerror(errno)", an ErrorKind::System, in `file` when one is named. errno is
+// read first, before anything can change it.
+[[noreturn]] void fail_system(const std::string& what, const std::string& file = {});
 
 std::string hex(uint64_t value);
 

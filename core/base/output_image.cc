@@ -3,7 +3,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -51,7 +50,7 @@ uint64_t OutputImage::borrowed_size() const {
 void OutputImage::reserve(uint64_t lead, uint64_t capacity) {
   mapping_size_ = std::max(align_up(lead + capacity, system_page_size()), system_page_size());
   void* mapped = mmap(nullptr, mapping_size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANON | MAP_NORESERVE, -1, 0);
-  if (mapped == MAP_FAILED) fail("cannot reserve memory for the output: " + std::string(std::strerror(errno)));
+  if (mapped == MAP_FAILED) fail_system("cannot reserve memory for the output");
   mapping_ = static_cast<uint8_t*>(mapped);
   data_ = mapping_ + lead;
   capacity_ = capacity;
@@ -66,7 +65,7 @@ void OutputImage::require_unborrowed(uint64_t from, uint64_t to) const {
 // Maps [from, to) (whole pages of this image) read only from the file.
 void OutputImage::borrow(uint64_t from, uint64_t to, int fd, uint64_t file_offset) {
   void* mapped = mmap(data_ + from, to - from, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, static_cast<off_t>(file_offset));
-  if (mapped == MAP_FAILED) fail("cannot map the input into the output: " + std::string(std::strerror(errno)));
+  if (mapped == MAP_FAILED) fail_system("cannot map the input into the output");
   register_read_only_mapping(data_ + from, to - from, fd, file_offset);
   auto place = std::find_if(borrowed_.begin(), borrowed_.end(), [&](const Borrowed& range) { return range.from > from; });
   borrowed_.insert(place, {from, to, fd, file_offset});

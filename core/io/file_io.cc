@@ -33,12 +33,6 @@ namespace machofix {
 
 namespace {
 
-[[noreturn]] void system_error(const std::string& what, const std::string& path) {
-  Error error(what + ": " + std::strerror(errno));
-  error.in_file(path);
-  throw error.as(ErrorKind::System);
-}
-
 std::string directory_of(const std::string& path) {
   size_t slash = path.rfind('/');
   if (slash == std::string::npos) return ".";
@@ -73,7 +67,7 @@ Descriptor anonymous_file() {
   std::vector<char> name(pattern.begin(), pattern.end());
   name.push_back('\0');
   Descriptor named(mkstemp(name.data()));
-  if (!named.valid()) system_error("cannot create a temporary file", directory);
+  if (!named.valid()) fail_system("cannot create a temporary file", directory);
   ::unlink(name.data());
   fcntl(named.get(), F_SETFD, FD_CLOEXEC);
   fchmod(named.get(), 0644);
@@ -93,7 +87,7 @@ void write_all(int fd, const uint8_t* data, uint64_t size, const std::string& pr
       wait_until_writable(fd);
       continue;
     }
-    if (written <= 0) system_error(problem, path);
+    if (written <= 0) fail_system(problem, path);
     data += written, size -= written;
   }
 }
@@ -103,7 +97,7 @@ void spool_standard_input(int fd) {
   std::vector<uint8_t> buffer(1 << 20);
   for (;;) {
     ssize_t got = retry_on_eintr([&] { return ::read(STDIN_FILENO, buffer.data(), buffer.size()); });
-    if (got < 0) system_error("cannot read standard input", kStandardStream);
+    if (got < 0) fail_system("cannot read standard input", kStandardStream);
     if (got == 0) return;
     write_all(fd, buffer.data(), static_cast<uint64_t>(got), "cannot copy standard input to a temporary file in " + temp_directory(),
               kStandardStream);
@@ -126,11 +120,11 @@ int flush_to_disk(int fd) {
 void MappedFile::open_standard_input() {
   if (isatty(STDIN_FILENO)) fail("standard input is a terminal: pipe or redirect a file into it");
   struct stat info;
-  if (fstat(STDIN_FILENO, &info) != 0) system_error("cannot read standard input", path_);
+  if (fstat(STDIN_FILENO, &info) != 0) fail_system("cannot read standard input", path_);
   if (S_ISREG(info.st_mode) && lseek(STDIN_FILENO, 0, SEEK_CUR) == 0) {
     // Redirected from a file (< model.pte): that file itself is mapped.
     fd_.reset(fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 0));
-    if (!fd_.valid()) system_error("cannot read standard input", path_);
+    if (!fd_.valid()) fail_system("cannot read standard input", path_);
     return;
   }
   Descriptor spool = anonymous_file();
@@ -144,9 +138,9 @@ MappedFile::MappedFile(const std::string& path, SmallFile small) : path_(path) {
   // O_NONBLOCK: opening a fifo would otherwise wait for a writer; it is refused below.
   if (is_standard_stream(path)) open_standard_input();
   else fd_.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-  if (!fd_.valid()) system_error("cannot open", path);
+  if (!fd_.valid()) fail_system("cannot open", path);
   struct stat info;
-  if (fstat(fd_.get(), &info) != 0) system_error("cannot stat", path);
+  if (fstat(fd_.get(), &info) != 0) fail_system("cannot stat", path);
   if (!S_ISREG(info.st_mode)) {
     Error error("not a regular file");
     error.in_file(path);
@@ -160,7 +154,7 @@ MappedFile::MappedFile(const std::string& path, SmallFile small) : path_(path) {
     return;
   }
   void* mapped = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd_.get(), 0);
-  if (mapped == MAP_FAILED) system_error("cannot map", path);
+  if (mapped == MAP_FAILED) fail_system("cannot map", path);
   data_ = static_cast<const uint8_t*>(mapped);
   register_read_only_mapping(data_, size_, fd_.get());
 }
@@ -168,7 +162,7 @@ MappedFile::MappedFile(const std::string& path, SmallFile small) : path_(path) {
 void MappedFile::read_small_file() {
   read_.reset(new uint8_t[size_]);
   int64_t got = read_fully_at(fd_.get(), read_.get(), size_, 0);
-  if (got < 0) system_error("cannot read", path_);
+  if (got < 0) fail_system("cannot read", path_);
   if (static_cast<uint64_t>(got) < size_)
     fail_at(static_cast<uint64_t>(got), "the file changed while it was read (it is shorter than when it was opened)");
   data_ = read_.get();
@@ -191,7 +185,7 @@ void require_output_directory(const std::string& target) {
                                                  : std::string(": ") + std::strerror(errno);
   Error error("cannot create the output: " + directory + problem);
   error.in_file(target);
-  throw error;
+  throw error.as(ErrorKind::System);
 }
 
 AtomicOutput::AtomicOutput(const std::string& target, mode_t mode, bool durable)
@@ -208,7 +202,7 @@ AtomicOutput::AtomicOutput(const std::string& target, mode_t mode, bool durable)
   std::vector<char> name(pattern.begin(), pattern.end());
   name.push_back('\0');
   fd_.reset(mkstemp(name.data()));
-  if (!fd_.valid()) system_error("cannot create a temporary file beside the output", target);
+  if (!fd_.valid()) fail_system("cannot create a temporary file beside the output", target);
   temp_path_ = name.data();
 }
 
@@ -219,13 +213,13 @@ AtomicOutput::~AtomicOutput() {
 
 uint64_t AtomicOutput::size() const {
   struct stat info;
-  if (fstat(fd_.get(), &info) != 0) system_error("cannot stat the output", target_);
+  if (fstat(fd_.get(), &info) != 0) fail_system("cannot stat the output", target_);
   return static_cast<uint64_t>(info.st_size);
 }
 
 void AtomicOutput::write_at(uint64_t offset, const uint8_t* data, uint64_t size) {
   fresh_ = false;
-  if (!write_fully_at(fd_.get(), data, size, offset)) system_error("cannot write the output", target_);
+  if (!write_fully_at(fd_.get(), data, size, offset)) fail_system("cannot write the output", target_);
 }
 
 void AtomicOutput::write_reporting(uint64_t offset, const uint8_t* data, uint64_t size, ProgressMeter* progress) {
@@ -303,7 +297,7 @@ bool AtomicOutput::copy_whole_file(int in_fd, uint64_t length) {
     fresh_ = false;
     return true;
   }
-  if (ftruncate(fd_.get(), 0) != 0) system_error("cannot empty the output", target_);
+  if (ftruncate(fd_.get(), 0) != 0) fail_system("cannot empty the output", target_);
   return false;
 #else
   (void)in_fd, (void)length;
@@ -325,7 +319,7 @@ void AtomicOutput::copy_range(int in_fd, uint64_t in_offset, uint64_t out_offset
     loff_t from = static_cast<loff_t>(in_offset), to = static_cast<loff_t>(out_offset);
     ssize_t copied = retry_on_eintr([&] { return copy_file_range(in_fd, &from, fd_.get(), &to, length, 0); });
     if (copied < 0 && (errno == EXDEV || errno == ENOSYS || errno == EOPNOTSUPP || errno == EINVAL)) break;
-    if (copied < 0) system_error("cannot write the output", target_);
+    if (copied < 0) fail_system("cannot write the output", target_);
     if (copied == 0) break;  // the source is shorter than it was: caught by the fallback
     in_offset += copied, out_offset += copied, length -= copied;
   }
@@ -333,7 +327,7 @@ void AtomicOutput::copy_range(int in_fd, uint64_t in_offset, uint64_t out_offset
   std::vector<uint8_t> buffer(std::min<uint64_t>(length, 1 << 20));
   while (length > 0) {
     ssize_t got = retry_on_eintr([&] { return pread(in_fd, buffer.data(), std::min<uint64_t>(length, buffer.size()), static_cast<off_t>(in_offset)); });
-    if (got < 0) system_error("cannot read the input", target_);
+    if (got < 0) fail_system("cannot read the input", target_);
     if (got == 0) {
       Error error("the input became shorter while it was being copied");
       error.in_file(target_);
@@ -347,7 +341,7 @@ void AtomicOutput::copy_range(int in_fd, uint64_t in_offset, uint64_t out_offset
 void AtomicOutput::truncate(uint64_t size) {
   fresh_ = false;
   cloned_size_ = std::min(cloned_size_, size);
-  if (ftruncate(fd_.get(), static_cast<off_t>(size)) != 0) system_error("cannot size the output", target_);
+  if (ftruncate(fd_.get(), static_cast<off_t>(size)) != 0) fail_system("cannot size the output", target_);
 }
 
 // The output is complete and verified: only now does standard output see a byte of it.
@@ -363,14 +357,14 @@ void AtomicOutput::commit_to_standard_output() {
       continue;
     }
     if (sent < 0 && (errno == EINVAL || errno == ENOSYS)) break;  // an O_APPEND file, say: the loop below
-    if (sent <= 0) system_error(problem, target_);
+    if (sent <= 0) fail_system(problem, target_);
     offset = static_cast<uint64_t>(from);
   }
 #endif
   std::vector<uint8_t> buffer(std::min<uint64_t>(length - offset, 1 << 20));
   while (offset < length) {
     ssize_t got = retry_on_eintr([&] { return pread(fd_.get(), buffer.data(), std::min<uint64_t>(length - offset, buffer.size()), static_cast<off_t>(offset)); });
-    if (got <= 0) system_error("cannot read the output back", target_);
+    if (got <= 0) fail_system("cannot read the output back", target_);
     write_all(STDOUT_FILENO, buffer.data(), static_cast<uint64_t>(got), problem, target_);
     offset += static_cast<uint64_t>(got);
   }
@@ -380,10 +374,10 @@ void AtomicOutput::commit_to_standard_output() {
 
 void AtomicOutput::commit() {
   if (is_standard_stream(target_)) return commit_to_standard_output();
-  if (fchmod(fd_.get(), mode_) != 0) system_error("cannot set the output's mode", target_);
-  if (durable_ && flush_to_disk(fd_.get()) != 0) system_error("cannot flush the output", target_);
-  if (fd_.close_checked() != 0) system_error("cannot close the output", target_);
-  if (rename(temp_path_.c_str(), target_.c_str()) != 0) system_error("cannot rename the output into place", target_);
+  if (fchmod(fd_.get(), mode_) != 0) fail_system("cannot set the output's mode", target_);
+  if (durable_ && flush_to_disk(fd_.get()) != 0) fail_system("cannot flush the output", target_);
+  if (fd_.close_checked() != 0) fail_system("cannot close the output", target_);
+  if (rename(temp_path_.c_str(), target_.c_str()) != 0) fail_system("cannot rename the output into place", target_);
   committed_ = true;
   if (!durable_) return;
   Descriptor directory(::open(directory_of(target_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));

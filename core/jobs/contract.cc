@@ -5,11 +5,9 @@
 #define TOML_ENABLE_FORMATTERS 0
 #include <toml++/toml.h>
 
-#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <system_error>
 
 #include "core/base/error.h"
 
@@ -42,7 +40,7 @@ std::string key_names() {
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot read the contract file: " + std::error_code(errno, std::generic_category()).message()).in_file(path);
+  if (!in) fail_system("cannot read the contract file", path);
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) throw Error("cannot read the contract file").in_file(path);

@@ -2,11 +2,9 @@
 
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
 #include <climits>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <optional>
 
@@ -102,10 +100,7 @@ class Backup {
     if (!options.in_place || options.backup_suffix.empty() || target.empty()) return;
     path_ = target + options.backup_suffix;
     ::unlink(path_.c_str());
-    if (::link(target.c_str(), path_.c_str()) != 0) {
-      Error error(std::string("cannot keep a backup at ") + path_ + ": " + std::strerror(errno));
-      throw error;
-    }
+    if (::link(target.c_str(), path_.c_str()) != 0) fail_system("cannot keep a backup at " + path_);
   }
   // The backup stays only if the original was really replaced.
   void keep_if(bool replaced, FileReport& report) {

@@ -74,7 +74,7 @@ OutputImage output_image(const JudgedSlice& judged, uint64_t room) {
 void plan_weak_link_stage(JudgedSlice& judged, const EditOptions& options) {
   const MachO& image = *judged.image;
   WeakLinkEdit stage;
-  if (judged.edits) {
+  if (judged.steps.edit) {
     OutputImage edited = output_image(judged, 0);
     apply_edit(image, *judged.edit, edited);
     MachO edited_image = parse_macho(edited.bytes(image.bytes.base()));
@@ -84,7 +84,7 @@ void plan_weak_link_stage(JudgedSlice& judged, const EditOptions& options) {
   }
   judged.report.edits.insert(judged.report.edits.end(), stage.records.begin(), stage.records.end());
   judged.weak_link = std::move(stage.ordinals);
-  judged.weak_links = !judged.weak_link.empty();
+  judged.steps.weak_link = !judged.weak_link.empty();
 }
 
 // The weak-link stage of rewrite_slice, in `out`, then its own proof. After
@@ -95,7 +95,7 @@ MachO weak_link_stage(const JudgedSlice& judged, OutputImage& out, const SecondR
                       std::vector<uint8_t>& spoiled) {
   const MachO& input = *judged.image;
   uint64_t base = input.bytes.base();
-  if (!judged.edits) {
+  if (!judged.steps.edit) {
     apply_weak_link(input, judged.scan, judged.weak_link, out);
     MachO linked = reread_output(out.bytes(base), spoiled);
     verify_weak_link(input, judged.scan, judged.weak_link, out.bytes(base), linked, second);
@@ -124,20 +124,19 @@ JudgedSlice judge_slice(const Bytes& slice, const RepairOptions& options, Rewrit
   if (kind == RewriteKind::Prune) judged.plan = plan_prune(image, analysis, options.prune);
   judged.report = describe_slice(image, analysis, judged.plan, judged.input.report);
   refuse_breaking_loader_rules(judged.report.loader_rules);
-  judged.prunes = judged.plan.left_as_is == LeftAsIs::No && judged.plan.removal_count() > 0;
+  judged.steps.prune = judged.plan.left_as_is == LeftAsIs::No && judged.plan.removal_count() > 0;
   if (kind == RewriteKind::Edit) {
     judged.edit.emplace(plan_edit(image, options.edit));
     judged.report.edits = judged.edit->records;
-    judged.edits = judged.edit->changes();
-    if (judged.edits) judged.edit->commands.check_room(image);
+    judged.steps.edit = judged.edit->changes();
+    if (judged.steps.edit) judged.edit->commands.check_room(image);
     if (!options.edit.weak_link.empty()) plan_weak_link_stage(judged, options.edit);
   }
   bool unsigned_to_sign = !image.code_signature.present && (kind == RewriteKind::Sign || options.sign_unsigned);
-  judged.resigns =
-      kind == RewriteKind::Sign || judged.prunes || judged.edits || judged.weak_links || unsigned_to_sign || invalid;
+  judged.steps.sign = kind == RewriteKind::Sign || judged.steps.rereads() || unsigned_to_sign || invalid;
   const std::optional<CodeSignature>& signature = judged.input.signature;
-  if (judged.resigns && signature && signature->has_identity && !options.replace_identity) refuse_identity();
-  if (judged.resigns && signature && !signature->has_identity && !options.identifier.empty() &&
+  if (judged.steps.sign && signature && signature->has_identity && !options.replace_identity) refuse_identity();
+  if (judged.steps.sign && signature && !signature->has_identity && !options.identifier.empty() &&
       options.identifier != signature->identifier())
     throw Error("--identifier cannot change the identifier of an existing signature (it is '" + signature->identifier() +
                 "'): a renewal keeps the signature's CodeDirectory as it was signed, identifier included; --identifier "
@@ -149,7 +148,6 @@ JudgedSlice judge_slice(const Bytes& slice, const RepairOptions& options, Rewrit
 JudgedSlice unsupported_slice(const Bytes& slice, const FatSlice& entry) {
   JudgedSlice judged;
   judged.bytes = slice;
-  judged.supported = false;
   judged.report.arch = cpu_name(entry.cputype, entry.cpusubtype);
   judged.report.cputype = entry.cputype;
   judged.report.handled = false;
@@ -168,7 +166,7 @@ SliceReport report_of(JudgedSlice& judged, const SignatureOutcome& signature, bo
   if (signature.after) report.signature_after = *signature.after;
   report.warnings.insert(report.warnings.end(), signature.warnings.begin(), signature.warnings.end());
   report.changed = changed;
-  if (judged.prunes)
+  if (judged.steps.prune)
     for (DylibReport& dylib : report.dylibs) dylib.removed = dylib.removable();
   return report;
 }
@@ -176,7 +174,7 @@ SliceReport report_of(JudgedSlice& judged, const SignatureOutcome& signature, bo
 // MachORewrite's second step for one slice.
 SliceJob rewrite_slice(JudgedSlice& judged, const RepairOptions& options) {
   SliceJob job;
-  if (!judged.supported || !(judged.prunes || judged.resigns)) {
+  if (judged.steps.none()) {
     job.report = std::move(judged.report);
     job.bytes = unchanged_image(judged.bytes);
     return job;
@@ -188,19 +186,19 @@ SliceJob rewrite_slice(JudgedSlice& judged, const RepairOptions& options) {
   // wrote, and the signature is renewed from that reading.
   std::optional<MachO> rewritten;
   std::vector<uint8_t> spoiled;  // tests only (proof_seam.h): what `rewritten` may view
-  if (judged.prunes) {
+  if (judged.steps.prune) {
     apply_prune(image, judged.scan, judged.plan, job.bytes);
     rewritten.emplace(reread_output(job.bytes.bytes(base), spoiled));
     verify_prune(image, judged.scan, judged.plan, job.bytes.bytes(base), *rewritten, options.second_reader);
   }
-  if (judged.edits) {
+  if (judged.steps.edit) {
     apply_edit(image, *judged.edit, job.bytes);
     rewritten.emplace(reread_output(job.bytes.bytes(base), spoiled));
     verify_edit(image, judged.scan, *judged.edit, job.bytes.bytes(base), *rewritten, options.second_reader);
   }
-  if (judged.weak_links) rewritten.emplace(weak_link_stage(judged, job.bytes, options.second_reader, spoiled));
+  if (judged.steps.weak_link) rewritten.emplace(weak_link_stage(judged, job.bytes, options.second_reader, spoiled));
   SignatureOutcome signature = update_signature(judged, job.bytes, rewritten, options);
-  bool changed = judged.prunes || job.bytes.size() != judged.bytes.size() ||
+  bool changed = judged.steps.prune || job.bytes.size() != judged.bytes.size() ||
                  first_difference(job.bytes.data(), judged.bytes.data(), 0, job.bytes.size());
   if (changed) {
     std::vector<uint8_t> spoiled;  // tests only (proof_seam.h)
@@ -221,7 +219,7 @@ std::string slice_part(const FatSlice& entry) { return "slice " + cpu_name(entry
 // (--resign-invalid), whose new size depends on what it was.
 std::optional<uint64_t> expected_size(const JudgedSlice& judged, const RepairOptions& options) {
   uint64_t size = judged.bytes.size();
-  if (!judged.supported || !(judged.prunes || judged.resigns)) return size;
+  if (judged.steps.none()) return size;
   if (judged.input.read_error) return std::nullopt;
   bool adds_signature = !judged.image->code_signature.present && options.sign_unsigned;
   return adds_signature ? size + signature_room(judged, options) : size;
@@ -301,13 +299,13 @@ MachORewrite& MachORewrite::operator=(MachORewrite&&) noexcept = default;
 
 bool MachORewrite::rereads() const {
   return state_ && std::any_of(state_->slices.begin(), state_->slices.end(), [](const JudgedSlice& slice) {
-           return slice.prunes || slice.edits || slice.weak_links;
+           return slice.steps.rereads();
          });
 }
 
 bool MachORewrite::rewrites() const {
   return state_ && std::any_of(state_->slices.begin(), state_->slices.end(), [](const JudgedSlice& slice) {
-           return slice.supported && slice.resigns;  // set by every change (judge_slice)
+           return !slice.steps.none();
          });
 }
 

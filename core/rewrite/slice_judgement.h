@@ -34,21 +34,28 @@ struct SliceJob {
   OutputImage bytes;  // the new slice
 };
 
+// The stages a slice's rewrite runs, in this order; each is proven before the next
+// reads its output. None: the slice is copied as it is.
+struct RewriteSteps {
+  bool prune = false;      // dylib commands are removed (JudgedSlice::plan)
+  bool edit = false;       // load commands are changed, added or removed (JudgedSlice::edit)
+  bool weak_link = false;  // dylibs become weak or their imports are marked weak
+  bool sign = false;       // the signature is renewed, added or replaced: after any of the others
+  bool rereads() const { return prune || edit || weak_link; }  // a stage that rewrites load commands
+  bool none() const { return !rereads() && !sign; }
+};
+
 // One slice of the input, read and judged (MachORewrite's first step).
 struct JudgedSlice {
   Bytes bytes;
-  bool supported = true;  // 64-bit; other slices are left as they are
-  std::optional<MachO> image;
+  std::optional<MachO> image;  // unset: not 64-bit, left as it is and not read
   ImportScan scan;
   PrunePlan plan;
   InputSignature input;
   SliceReport report;
   std::optional<EditPlan> edit;  // `edit`: the planned load commands
   std::vector<int> weak_link;    // `edit --weak-link`: the dylibs (of the edited slice) to weak-link
-  bool prunes = false;   // dylib commands are removed
-  bool edits = false;    // load commands are changed, added or removed
-  bool weak_links = false;  // dylibs become weak or their imports are marked weak
-  bool resigns = false;  // the signature is renewed, added or replaced
+  RewriteSteps steps;
 };
 
 // What re-signing a slice did: the new signature as its check read it (unset when the

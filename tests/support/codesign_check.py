@@ -11,11 +11,13 @@ dyld checks of its placement, then recomputes every code-page and special-slot h
    CodeDirectory in slot 0, CodeDirectories only in slots 0 and 0x1000-0x1004, no
    two with one hash type;
  - CodeDirectory: magic, length inside its blob, a known hash type with its size,
-   page size 2^12 or 2^14, identifier NUL-terminated inside it, room for its special
+   page size 2^12 to 2^14, identifier NUL-terminated inside it, room for its special
    slots before hashOffset, its code slots inside it, nCodeSlots == ceil(codeLimit /
    page);
  - hashes: every code page; every special slot against the blob it names (zero when
-   no blob); an entitlements blob the CodeDirectory has no slot for.
+   no blob, except slots 1 and 3, which seal an Info.plist and a bundle's resources
+   outside the Mach-O file: not checkable here, so not a problem); an entitlements
+   blob the CodeDirectory has no slot for.
 Usage: codesign_check.py FILE prints one line per slice (and its problems) and exits
 1 if any signed slice is invalid. Its own tests: tests/support/test_codesign_check.py.
 """
@@ -27,7 +29,8 @@ HASHES = {1: ("sha1", 20), 2: ("sha256", 32), 3: ("sha256", 20), 4: ("sha384", 4
 CD_MAGIC, SUPERBLOB_MAGIC = 0xFADE0C02, 0xFADE0CC0
 CD_SLOTS = {0} | set(range(0x1000, 0x1005))
 ENTITLEMENT_SLOTS = (5, 7)  # xnu refuses an entitlements blob no special slot covers
-PAGE_SHIFTS = (12, 14)      # 4 KiB, or the arm64 kernel's 16 KiB
+PAGE_SHIFTS = (12, 13, 14)  # xnu takes 4 KiB up to its own page size (16 KiB on arm64)
+EXTERNAL_SLOTS = (1, 3)     # Info.plist, resources: files of a bundle, not in the Mach-O
 LC_SEGMENT_64, LC_CODE_SIGNATURE = 0x19, 0x1D
 
 
@@ -179,7 +182,7 @@ def hash_problems(image, superblob, blobs, cd):
             blob = superblob[offset:offset + struct.unpack_from(">I", superblob, offset + 4)[0]]
             if cd.digest(blob) != stored:
                 problems.append(f"{cd.label}: special slot {slot} hash mismatch")
-        elif any(stored):
+        elif any(stored) and slot not in EXTERNAL_SLOTS:
             problems.append(f"{cd.label}: special slot {slot} is set but no blob")
     for slot in ENTITLEMENT_SLOTS:
         if slot in blobs and slot > cd.n_special:

@@ -48,8 +48,8 @@ def no_code_directory(image, sig):
     put(image, sig.index0, 2)  # the CodeDirectory's index now says Requirements
 
 
-def page_size_2_13(image, sig):
-    put(image, sig.cd + 39, 13, ">B")
+def page_size_2_15(image, sig):  # past the largest page xnu takes (16 KiB, arm64)
+    put(image, sig.cd + 39, 15, ">B")
 
 
 def wrong_hash_size(image, sig):
@@ -97,7 +97,7 @@ def datasize_past_the_file(image, sig):
 CASES = [
     (one_code_slot_too_few, "code slots for codeLimit"),
     (no_code_directory, "no CodeDirectory in slot 0"),
-    (page_size_2_13, "page size 2^13"),
+    (page_size_2_15, "page size 2^15"),
     (wrong_hash_size, "hash size 20"),
     (unknown_hash_type, "unknown hash type"),
     (identifier_not_terminated, "not NUL-terminated"),
