@@ -1,5 +1,5 @@
 // Small, valid Mach-O files for fuzz seeds (fuzz/make_seeds.cc) and for the bad-input
-// corpus (tests/bad/make_bad_inputs.cc), built with tests/support/macho_builder.h.
+// corpus (tests/failures/bad_inputs/make_bad_inputs.cc), built with tests/support/macho_builder.h.
 // Test-only, header-only. Every image has room in its header for LC_CODE_SIGNATURE
 // and __LINKEDIT at its end, so machofix can sign it.
 #pragma once

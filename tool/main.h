@@ -1,5 +1,5 @@
 // The command line of machofix as a function: tool/entry.cc is the executable around
-// it, tests/seams/machofix_spoiled.cc a test binary around it.
+// it, tests/failures/proof_steps/machofix_spoiled.cc a test binary around it.
 #pragma once
 
 namespace machofix::cli {

@@ -4,7 +4,7 @@
 // proof step refuse anything cannot tell a working step from one switched off. Just
 // before each step checks its bytes, a spoiler a test has installed may change them
 // (a copy of them, for the in-memory steps): the step must then refuse the file.
-// Nothing in machofix installs a spoiler; tests/seams/machofix_spoiled.cc does, from
+// Nothing in machofix installs a spoiler; tests/failures/proof_steps/machofix_spoiled.cc does, from
 // its environment. Without one, each hook costs a branch.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Writes a large, valid Mach-O for the write-fault tests (tests/faults/test_faults.py):
+// Writes a large, valid Mach-O for the write-fault tests (tests/failures/write_faults/test_faults.py):
 //
 //   make_big_macho OUT MEBIBYTES
 //

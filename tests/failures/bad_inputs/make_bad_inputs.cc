@@ -1,4 +1,4 @@
-// Crafts the bad-input corpus from the committed table tests/bad/cases.txt.
+// Crafts the bad-input corpus from the committed table tests/failures/bad_inputs/cases.txt.
 //
 //   make_bad_inputs CASES OUTDIR
 //

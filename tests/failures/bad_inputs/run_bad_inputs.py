@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""machofix on the crafted bad-input corpus (tests/bad/cases.txt).
+"""machofix on the crafted bad-input corpus (tests/failures/bad_inputs/cases.txt).
 
     run_bad_inputs.py MACHOFIX MAKE_BAD_INPUTS CASES WORK_DIR
 

@@ -1,5 +1,5 @@
 // machofix with a spoiler installed in its proof seam (core/base/proof_seam.h), for
-// tests/seams/test_proof_steps.py: the command line is machofix's own.
+// tests/failures/proof_steps/test_proof_steps.py: the command line is machofix's own.
 //
 //   MACHOFIX_SPOIL=STEP@OFFSET[=BYTE] machofix_spoiled COMMAND ...
 //

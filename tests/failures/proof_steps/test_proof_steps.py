@@ -16,7 +16,7 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "support"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "support"))
 import codesign_check  # noqa: E402
 
 LC_LOAD_DYLIB, LC_DYLD_INFO_ONLY = 0xC, 0x80000022
