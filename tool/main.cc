@@ -22,6 +22,7 @@
 #include "tool/main.h"
 #include "tool/progress.h"
 #include "tool/report.h"
+#include "tool/report_text.h"
 #include "tool/sarif.h"
 
 namespace machofix::cli {
@@ -58,7 +59,8 @@ struct Outcome {
 void print_problems(const std::vector<FileReport>& reports) {
   for (const FileReport& report : reports) {
     if (report.status == FileStatus::Failed) spdlog::error("{}", report.error);
-    if (!report.skipped_because.empty()) spdlog::info("{}: skipped: {}", report.path, report.skipped_because);
+    if (report.skipped_filetype)
+      spdlog::info("{}: skipped: {}", report.path, skipped_because(*report.skipped_filetype));
     print_problems(report.members);
   }
 }

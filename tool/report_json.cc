@@ -148,7 +148,7 @@ Json file_json(const FileReport& report) {
   if (!report.error.empty()) json["error"] = report.error;
   if (report.refused()) json["refused"] = true;
   if (report.error_kind) json["error_kind"] = to_text(*report.error_kind);
-  if (!report.skipped_because.empty()) json["skipped_because"] = report.skipped_because;
+  if (report.skipped_filetype) json["skipped_because"] = skipped_because(*report.skipped_filetype);
   json["notes"] = report.notes;
   json["dylibs_removed"] = report.removed_count();
   json["dylibs_removable"] = report.removable_count();

@@ -123,4 +123,8 @@ std::string to_text(const DylibDecision& decision) {
   return "?";
 }
 
+std::string skipped_because(uint32_t filetype) {
+  return "a " + filetype_description(filetype) + ", not a dylib, bundle or executable";
+}
+
 }  // namespace machofix::cli

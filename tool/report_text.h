@@ -18,5 +18,8 @@ const char* to_text(EditKind kind);             // the option's name: "delete-rp
 const char* to_text(EditStatus status);         // "applied", "already", "no match"
 const char* to_text(LeftAsIs reason);           // why a slice is left unchanged; "" for No
 std::string to_text(const DylibDecision& decision);  // "supplies 2 symbols", "kept by --keep 'x'", ...
+// Why a file found in a directory was passed over: "a Mach-O object file (MH_OBJECT),
+// not a dylib, bundle or executable".
+std::string skipped_because(uint32_t filetype);
 
 }  // namespace machofix::cli

@@ -289,10 +289,10 @@ std::optional<uint32_t> unsupported_filetype(const Bytes& bytes, FileKind kind) 
 // Named on the command line, such a file is an error; found in a directory, it is
 // passed over with a note (and copied into a mirrored tree).
 void run_unsupported(const MappedFile& input, uint32_t filetype, const JobOptions& options, FileReport& report) {
-  std::string what = "a " + filetype_description(filetype) + ", not a dylib, bundle or executable";
-  if (!options.skip_other_files) fail(what + ": machofix does not handle it");
+  if (!options.skip_other_files)
+    fail("a " + filetype_description(filetype) + ", not a dylib, bundle or executable: machofix does not handle it");
   report.status = FileStatus::Skipped;
-  report.skipped_because = what;
+  report.skipped_filetype = filetype;
   copy_unchanged(input, options, report, "not handled: copied unchanged");
 }
 

@@ -52,7 +52,7 @@ struct FileReport {
   // Failed by a decision (an invalid input signature, an identity signature
   // without --adhoc), not because the file could not be read
   bool refused() const { return error_kind == ErrorKind::Refused; }
-  std::string skipped_because;  // for Skipped Mach-O files of another type: what the file is
+  std::optional<uint32_t> skipped_filetype;  // for Skipped: the Mach-O filetype machofix does not handle
   std::vector<std::string> notes;  // links, backups, copies: what was done besides
   std::optional<MachOReport> macho;
   std::optional<PteReport> pte;

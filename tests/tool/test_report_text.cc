@@ -80,3 +80,8 @@ TEST_CASE("report words: prune's reasons, as `reason` and `left_unchanged_becaus
         "LC_LAZY_LOAD_DYLIB present: tools disagree on how it counts in ordinals");
   CHECK(std::string(to_text(LeftAsIs::Not64Bit)) == "only 64-bit slices are handled; this one is left as it is");
 }
+
+TEST_CASE("report words: a file passed over for its type") {
+  CHECK(machofix::cli::skipped_because(1) ==
+        "a Mach-O object file (MH_OBJECT), not a dylib, bundle or executable");
+}
