@@ -96,6 +96,11 @@ struct SignatureCheck {
 };
 // `known`: page hashes to take instead of hashing (VerifiedInputHashes).
 SignatureCheck check_code_signature(const MachO& image, const KnownPageHashes* known = nullptr);
+// The same for a signature already read from `image` (read_code_signature).
+SignatureCheck check_code_signature(const MachO& image, const CodeSignature& signature,
+                                    const KnownPageHashes* known = nullptr);
+// The one problem of a signature read_code_signature refused.
+SignatureFinding unreadable_signature(const Error& error);
 
 // The code hashes of an input's signature, once check_code_signature found it valid,
 // for the rewrite of that input: a page being hashed whose bytes map the input's

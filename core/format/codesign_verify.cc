@@ -118,25 +118,29 @@ void check_special_slots(const MachO& image, const CodeSignature& signature, con
 
 }  // namespace
 
+SignatureFinding unreadable_signature(const Error& error) {
+  return {finding::Unreadable{error.describe()}, "", error.offset()};
+}
+
 SignatureCheck check_code_signature(const MachO& image, const KnownPageHashes* known) {
-  SignatureCheck check;
   std::optional<CodeSignature> signature;
   try {
     signature = read_code_signature(image);
   } catch (const Error& error) {
-    check.problems.push_back({finding::Unreadable{error.describe()}, "", error.offset()});
-    return check;
+    return {{unreadable_signature(error)}, {}};
   }
-  if (!signature) {
-    check.problems.push_back({finding::NotSigned{}, "", std::nullopt});
-    return check;
+  if (!signature) return {{{finding::NotSigned{}, "", std::nullopt}}, {}};
+  return check_code_signature(image, *signature, known);
+}
+
+SignatureCheck check_code_signature(const MachO& image, const CodeSignature& signature, const KnownPageHashes* known) {
+  SignatureCheck check;
+  check_placement(image, signature, check);
+  for (const CodeDirectory& directory : signature.code_directories) {
+    check_code_pages(image, signature, directory, check, known);
+    check_special_slots(image, signature, directory, check);
   }
-  check_placement(image, *signature, check);
-  for (const CodeDirectory& directory : signature->code_directories) {
-    check_code_pages(image, *signature, directory, check, known);
-    check_special_slots(image, *signature, directory, check);
-  }
-  if (signature->has_identity) check.notes.push_back({finding::IdentityNotChecked{}, "", std::nullopt});
+  if (signature.has_identity) check.notes.push_back({finding::IdentityNotChecked{}, "", std::nullopt});
   return check;
 }
 

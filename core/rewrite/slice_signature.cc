@@ -15,7 +15,7 @@ InputSignature check_input_signature(const MachO& image, const KnownPageHashes* 
   } catch (const Error& error) {
     input.read_error = error;
     report.status = SignatureStatus::Invalid;
-    report.findings.problems.push_back({finding::Unreadable{error.describe()}, "", error.offset()});
+    report.findings.problems.push_back(unreadable_signature(error));
     return input;
   }
   if (!input.signature) return input;
@@ -23,7 +23,7 @@ InputSignature check_input_signature(const MachO& image, const KnownPageHashes* 
   report.identifier = input.signature->identifier();
   report.hash_types = input.signature->hash_type_names();
   report.page_size = input.signature->page_size();
-  report.findings = check_code_signature(image, known);
+  report.findings = check_code_signature(image, *input.signature, known);
   report.status = report.findings.valid() ? SignatureStatus::Valid : SignatureStatus::Invalid;
   return input;
 }
