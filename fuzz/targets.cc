@@ -79,7 +79,7 @@ void analyze_slice(const Bytes& slice, const RepairOptions& options) {
   SliceAnalysis analysis = analyze(image, scan);
   PrunePlan plan = plan_prune(image, analysis, options.prune);
   std::vector<uint8_t> after = apply_prune(image, scan, plan);
-  if (plan.left_as_is == LeftAsIs::No && plan.removal_count() > 0) verify_prune(image, scan, plan, Bytes(after), cross_check_with_lief);
+  if (plan.removal_count() > 0) verify_prune(image, scan, plan, Bytes(after), cross_check_with_lief);
   if (after.size() != slice.size()) invariant_failed("apply_prune", "the slice changed size");
   // --weak-link of every dependency it allows.
   WeakLinkPlan weak = plan_weak_link(image, scan, {"*"});

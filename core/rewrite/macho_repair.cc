@@ -124,7 +124,7 @@ JudgedSlice judge_slice(const Bytes& slice, const RepairOptions& options, Rewrit
   if (kind == RewriteKind::Prune) judged.plan = plan_prune(image, analysis, options.prune);
   judged.report = describe_slice(image, analysis, judged.plan, judged.input.report);
   refuse_breaking_loader_rules(judged.report.loader_rules);
-  judged.steps.prune = judged.plan.left_as_is == LeftAsIs::No && judged.plan.removal_count() > 0;
+  judged.steps.prune = judged.plan.removal_count() > 0;
   if (kind == RewriteKind::Edit) {
     judged.edit.emplace(plan_edit(image, options.edit));
     judged.report.edits = judged.edit->records;

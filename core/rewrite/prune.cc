@@ -155,7 +155,7 @@ std::vector<uint8_t> apply_prune(const MachO& image, const ImportScan& scan, con
 
 void apply_prune(const MachO& image, const ImportScan& scan, const PrunePlan& plan, MutableBytes out) {
   if (out.size() != image.bytes.size()) fail_as(ErrorKind::Internal, "internal error: the output slice is not a copy of the input");
-  if (plan.left_as_is != LeftAsIs::No || plan.removal_count() == 0) return;
+  if (plan.removal_count() == 0) return;
   std::vector<int> map = renumbering(plan);
   for (const OrdinalSite& site : scan.sites) {
     if (site.ordinal <= 0 || site.encoding == SiteEncoding::OpcodeSpecial) continue;

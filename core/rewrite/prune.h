@@ -80,7 +80,7 @@ struct DylibDecision {
 
 struct PrunePlan {
   std::vector<DylibDecision> decisions;  // one per dependent dylib
-  LeftAsIs left_as_is = LeftAsIs::No;
+  LeftAsIs left_as_is = LeftAsIs::No;  // when set, no decision removes a dylib
   std::vector<std::string> warnings;
   size_t removal_count() const;
 };
