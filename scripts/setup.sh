@@ -20,9 +20,10 @@ debian_packages=(
   libflatbuffers-dev flatbuffers-compiler libssl-dev
   # header-only: the contract file's TOML parser, the SARIF report's JSON
   libtomlplusplus-dev nlohmann-json3-dev
-  # what `check --app` reads of an SDK: Apple's .tbd stubs (YAML; libyaml-cpp.a is
-  # linked statically)
-  libyaml-cpp-dev
+  # what `check --app` reads: Apple's .tbd stubs (YAML; libyaml-cpp.a, linked
+  # statically) and an application's Info.plist, XML or binary (libplist: Debian has
+  # no static archive of it, so a static build loads libplist3 when it reads one)
+  libyaml-cpp-dev libplist-dev
   # mbedTLS's static archives, for what the LIEF plugin needs of it
   libmbedtls-dev
   # libarchive, linked statically: the static archive of each library that

@@ -10,7 +10,7 @@ import os
 import re
 import sys
 
-LAYERS = ["base", "format", "rewrite", "io", "lief", "jobs"]
+LAYERS = ["base", "format", "rewrite", "io", "lief", "app", "jobs"]
 INCLUDE = re.compile(r'^#include "core/([a-z]+)/[a-z_]+\.h"', re.MULTILINE)
 
 
