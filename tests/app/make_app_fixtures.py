@@ -705,7 +705,7 @@ def verify_witness_inputs(outdir):
 def finding(rule, dylib="", symbol="", needed_by="", arch="arm64", **fields):
     """One expected finding: the five fields every comparison uses (needed_by as a
     basename), and in "fields" others the finding must carry (paths relative to OUTDIR;
-    "" must be empty)."""
+    "" must be empty; a list: any of them)."""
     return {"rule": rule, "dylib": dylib, "symbol": symbol,
             "needed_by": needed_by.rsplit("/", 1)[-1], "arch": arch, "fields": fields}
 
@@ -732,6 +732,25 @@ def plain_rule_findings(model_slices):
             if name.startswith("/") and not name.startswith(("/usr/lib/", "/System/Library/")):
                 found.append(finding("absolute-install-name", name, arch=arch))
     return found
+
+
+def contract_extra_findings(model_slices, app_archs, findings):
+    """What a machofix.toml with app= adds to the --app form: a contract is a
+    declaration, so unprovided-dependency runs, and a dependency counts as provided
+    when it is found in the application. So: each non-weak @-relative dependency of
+    the model that is not found (library-not-loaded), and every one of a slice the
+    application has no process for."""
+    extra = []
+    for arch, s in model_slices.items():
+        for entry in s["dylibs"]:
+            cmd, name = entry.split(" ", 1)
+            if cmd == WEAK or not name.startswith(("@rpath/", "@loader_path/", "@executable_path/")):
+                continue
+            not_found = any(f["rule"] == "library-not-loaded" and f["dylib"] == name and not f["needed_by"]
+                            and f["arch"] == arch for f in findings)
+            if arch not in app_archs or not_found:
+                extra.append(finding("unprovided-dependency", name, arch=arch))
+    return list({json.dumps(f, sort_keys=True): f for f in extra}.values())
 
 
 def bound(path):
@@ -768,6 +787,7 @@ class Check:
     app_path: str = None            # --app given as another path (e.g. the executable)
     bindings: dict = field(default_factory=dict)    # arch -> symbol -> {verdict, found_in}
     tried: dict = field(default_factory=dict)       # dylib -> [{path, reason}] (ordered, a subsequence)
+    not_tried: dict = field(default_factory=dict)   # dylib -> [path] none of which is tried
     app_checks: list = None                         # archs judged against the app
     notes: list = field(default_factory=list)
 
@@ -783,7 +803,10 @@ CHECKS = [
     Check("omp_vs_plain", "m_omp", "Plain.app", "no libomp in the app: @rpath/libomp.dylib is not found "
           "at the executable's @executable_path/../Frameworks",
           [lnl(RPATH_OMP)],
-          tried={RPATH_OMP: [{"path": APPS["Plain.app"].lib("libomp.dylib"), "reason": "no such file"}]}),
+          tried={RPATH_OMP: [{"path": APPS["Plain.app"].lib("libomp.dylib"), "reason": "no such file"},
+                             {"path": "/usr/lib/libomp.dylib"}]},
+          notes=["built against SDK 11 (before 2022's), so dyld also tries the fallback "
+                 "/usr/lib/libomp.dylib, which is no system library: not present without a sysroot"]),
     Check("omp_vs_aotirunner", "m_omp", "AOTIRunner.app",
           "@rpath/libomp.dylib expands to Frameworks/libomp.dylib, the image already loaded at "
           "launch (whatever its install name)",
@@ -812,7 +835,7 @@ CHECKS = [
           bindings=omp_bindings("AOTIRunner.app")),
     Check("optomp_vs_omp", "m_optomp", "OMP.app",
           "OMP.app's libomp is @rpath/libomp.dylib: nothing is known as /opt/llvm-openmp/lib/libomp.dylib",
-          [lnl(OPT_OMP)], tried={OPT_OMP: [{"path": OPT_OMP}]}),
+          [lnl(OPT_OMP)], tried={OPT_OMP: [{"path": OPT_OMP}, {"path": "/usr/lib/libomp.dylib"}]}),
     Check("optomp_vs_libdir_opt", "m_optomp", "libdir_opt",
           "a directory's dylibs count as loaded: matched by install name",
           bindings=omp_bindings("libdir_opt")),
@@ -862,6 +885,10 @@ CHECKS = [
     Check("newer_vs_omp_min14", "m_newer", "OMP.app", "built for 14.0, the app supports 14.0",
           min_macos="14.0"),
     Check("newer_vs_omp", "m_newer", "OMP.app", "no --min-macos: no minimum to hold it to"),
+    Check("newer_vs_plain", "m_newer", "Plain.app", "built against SDK 14.0: dyld gives it no "
+          "fallback paths, so only the rpath is tried", [lnl(RPATH_OMP)],
+          tried={RPATH_OMP: [{"path": APPS["Plain.app"].lib("libomp.dylib"), "reason": "no such file"}]},
+          not_tried={RPATH_OMP: ["/usr/lib/libomp.dylib", "/usr/local/lib/libomp.dylib"]}),
     # Architectures.
     Check("omp_vs_universal_x86_64", "m_omp", "Universal.app", "an arm64-only model, --arch x86_64",
           [finding("arch-missing", arch="x86_64")], arch=["x86_64"]),
@@ -910,7 +937,7 @@ CHECKS = [
           bindings={"arm64": {"_MTLCopyAllDevices": UNCHECKED, "__Znwm": UNCHECKED}}),
     Check("system_vs_plain_sysroot", "m_system", "Plain.app",
           "the sysroot's Metal (tbd v5) lacks _MTLCopyAllDevices; libSystem (v4, inlined "
-          "libraries) and libc++ (v3) have the rest", [snf("_MTLCopyAllDevices", METAL, SYSROOT_INSTALL_NAMES[METAL])], sysroot=True,
+          "libraries) and libc++ (v3) have the rest", [snf("_MTLCopyAllDevices", METAL, [METAL, SYSROOT_INSTALL_NAMES[METAL]])], sysroot=True,
           bindings={"arm64": {"_MTLCopyAllDevices": missing(), "_MTLCreateSystemDefaultDevice": SYSROOT_BOUND,
                               "__Znwm": SYSROOT_BOUND, "_malloc": SYSROOT_BOUND, "_free": SYSROOT_BOUND}}),
     Check("mpsgraph_vs_plain", "m_mpsgraph", "Plain.app", "a system framework: present without a sysroot"),
@@ -963,6 +990,8 @@ def check_entry(check, images):
     key = check.model[4:] if pte else check.model
     findings = check.findings + plain_rule_findings(images[key]["slices"])
     app = APPS[check.app]
+    app_archs = (images[app.exe]["archs"] if app.exe
+                 else sorted({a for k in app.libs.values() for a in images[k]["archs"]}))
     return {
         "name": check.name,
         "purpose": check.purpose,
@@ -978,6 +1007,9 @@ def check_entry(check, images):
         "expected_app_checks": check.app_checks,
         "expected_bindings": check.bindings,
         "expected_tried": check.tried,
+        "expected_not_tried": check.not_tried,
+        "contract_extra_findings": sorted(contract_extra_findings(images[key]["slices"], app_archs, findings),
+                                          key=lambda f: [f[k] for k in KEY_FIELDS]),
         "notes": check.notes,
     }
 

@@ -10,11 +10,12 @@ without --sysroot / --min-macos / --arch):
     included); the other fields the manifest pins (expected_in, needed_by, min_macos,
     required) hold; the exit status is 1 with findings, else 0; the slices judged, the
     pinned bindings (verdict, found_in) and the paths tried (in dyld's order) are the
-    manifest's;
+    manifest's, each path folded as dyld prints it (no "..");
   - the text report names each missing library's install name, every path tried for
     it, and each missing symbol;
   - the contract-file form (machofix.toml beside a copy of the model: app=, sysroot=,
-    min_macos=, arch=) gives the same findings and exit status.
+    min_macos=, arch=) gives the same findings, plus the unprovided-dependency findings
+    a contract adds (the manifest's contract_extra_findings), and the exit status.
 The witness: for each judged slice, each library file found_in names and the symbols
 "bound" there, ld64.lld-16 links an object referencing exactly those symbols against
 that file (an executable through -bundle_loader; the v5 stub through its v4 twin); for
@@ -120,6 +121,8 @@ def path_matches(actual, expected, ctx):
     """expected: a path relative to the fixtures, an absolute path, "*" (any non-empty),
     "" (empty) or "@loader_path/NAME" (NAME in a directory outside the fixtures: the
     temporary directory the model is written to)."""
+    if isinstance(expected, list):
+        return any(path_matches(actual, alternative, ctx) for alternative in expected)
     if expected == "*":
         return bool(actual)
     if not expected:
@@ -147,7 +150,7 @@ def tried_matches(tried, patterns, ctx):
 
 
 def verify_document(ctx, name, result, document, expected, expected_exit, is_pte=False,
-                    app_check_archs=None, bindings=None, tried=None):
+                    app_check_archs=None, bindings=None, tried=None, not_tried=None):
     """The assertions every form of a case shares. Returns the app_checks for the witness."""
     if not expect(document is not None, f"{name}: --json gives a report",
                   f"exit {result.returncode}; stdout {result.stdout[:300]!r}; stderr {result.stderr[:600]!r}"):
@@ -173,7 +176,7 @@ def verify_document(ctx, name, result, document, expected, expected_exit, is_pte
     if is_pte:
         expect(all(f.get("blob") for f in found if f.get("rule") in APP_RULES),
                f"{name}: every app finding names the blob in the .pte")
-    checks = app_checks(document)
+    checks = [c for c in app_checks(document) if c.get("loaded", True)]
     if app_check_archs is not None:
         archs = sorted(c.get("arch") for c in checks)
         expect(archs == sorted(app_check_archs), f"{name}: slices judged against the app: {app_check_archs}",
@@ -200,6 +203,17 @@ def verify_document(ctx, name, result, document, expected, expected_exit, is_pte
         expect(bool(got) and tried_matches(entries, patterns, ctx),
                f"{name}: {dylib}: tried {[p['path'] for p in patterns]} in this order",
                f"tried {entries}")
+    for f in found:
+        if f.get("rule") != "library-not-loaded":
+            continue
+        unfolded = [t.get("path") for t in f.get("tried", []) if t.get("path") != os.path.normpath(t.get("path") or ".")]
+        expect(not unfolded, f"{name}: {f.get('dylib')}: the paths tried are folded as dyld prints them "
+               "(expandAndNormalizeAtExecutablePath: no '..')", f"tried {unfolded}")
+    for dylib, paths in (not_tried or {}).items():
+        got = [f for f in found if f.get("rule") == "library-not-loaded" and f.get("dylib") == dylib]
+        entries = got[0].get("tried", []) if got else []
+        wrong = [e.get("path") for e in entries if any(path_matches(e.get("path"), p, ctx) for p in paths)]
+        expect(bool(got) and not wrong, f"{name}: {dylib}: none of {paths} tried", f"tried {entries}")
     return checks
 
 
@@ -219,8 +233,9 @@ def verify_text(ctx, name, args, document):
                    f"{name}: the text names {f.get('symbol')}", text[:1200])
 
 
-def contract_form(ctx, name, target, app, sysroot, min_macos, archs, expected, expected_exit, is_pte):
-    """machofix.toml beside a copy of the model, found by check itself."""
+def contract_form(ctx, name, target, app, sysroot, min_macos, archs, expected, extra, is_pte):
+    """machofix.toml beside a copy of the model, found by check itself: the same findings,
+    and those of unprovided-dependency that a contract (a declaration) adds."""
     directory = os.path.join(ctx.work, "contract", name)
     shutil.rmtree(directory, ignore_errors=True)
     os.makedirs(directory)
@@ -235,7 +250,8 @@ def contract_form(ctx, name, target, app, sysroot, min_macos, archs, expected, e
     with open(os.path.join(directory, "machofix.toml"), "w") as handle:
         handle.write("\n".join(lines) + "\n")
     result, document = check_json(ctx, copy, None)
-    verify_document(ctx, f"{name} (machofix.toml)", result, document, expected, expected_exit, is_pte)
+    expected = expected + extra
+    verify_document(ctx, f"{name} (machofix.toml)", result, document, expected, 1 if expected else 0, is_pte)
 
 
 # --------------------------------------------------------------------------- the linker as witness
@@ -373,13 +389,14 @@ def run_case(ctx, case, ptes):
     result, document = check_json(ctx, *args)
     checks = verify_document(ctx, name, result, document, case["expected_findings"], case["expected_exit"],
                              is_pte=bool(case["pte"]), app_check_archs=case["expected_app_checks"],
-                             bindings=case["expected_bindings"], tried=case["expected_tried"])
+                             bindings=case["expected_bindings"], tried=case["expected_tried"],
+                             not_tried=case["expected_not_tried"])
     if document is None:
         return
     if any(f["rule"] in ("library-not-loaded", "symbol-not-found") for f in case["expected_findings"]):
         verify_text(ctx, name, args, document)
     contract_form(ctx, name, target, app, sysroot, case["min_macos"], case["arch"],
-                  case["expected_findings"], case["expected_exit"], bool(case["pte"]))
+                  case["expected_findings"], case["contract_extra_findings"], bool(case["pte"]))
     executable = ctx.manifest["apps"][case["app_name"]]["executable"]
     ctx.witness.judge(name, checks, document.get("findings", []), ctx.fx(executable) if executable else None)
 
