@@ -5,6 +5,7 @@
 
 #include <plist/plist.h>
 #include <stdlib.h>
+#include <unistd.h>  // mkdtemp on macOS
 
 #include <filesystem>
 #include <fstream>
