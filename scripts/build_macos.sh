@@ -9,8 +9,9 @@
 #   - the toolchain: zig 0.11.0 from npm (clang 16, libc++, macOS 11-13 headers and
 #     libSystem stubs), its tarball checked against the registry's pinned sha512;
 #   - LIEF 0.9.0 (scripts/build_lief.sh), Mach-O only, static;
-#   - libarchive and the compressors it uses (zlib, bzip2, xz, zstd) from Debian 12's
-#     source packages, fetched with apt-get source (a private apt configuration:
+#   - libarchive and the compressors it uses (zlib, bzip2, xz, zstd), yaml-cpp and
+#     libplist (the .tbd and Info.plist readers) from Debian 12's source packages,
+#     fetched with apt-get source (a private apt configuration:
 #     the machine's own is not touched; apt checks the index signatures) and
 #     checked against the pinned sha256 of each .dsc, which dpkg-source checks the
 #     rest against;
@@ -40,6 +41,8 @@ DEBIAN_SOURCES=(
   "xz-utils 5.4.1-1+deb12u2 bffc9917562b5787661379621bb1f7510bf7271b03d8ce4181cebc84b90d3c35"
   "libzstd 1.5.4+dfsg2-5 8f602f92b575aa8b5e979196fb6ee82d78f233521dc9636526d3ecba1f63c1b1"
   "libarchive 3.6.2-1+deb12u5 aa86e919d6899ed11cc78c812d25a99b0493cbcc0e89b303507bf66d7dbda216"
+  "yaml-cpp 0.7.0+dfsg-8 94bd9098d501f91c2570c8e8cb98d46bc6de7627c30e9f94ebb39dc0cd2d65c2"
+  "libplist 2.2.0-6 e15e69019c1665f6480e4567e91b87f8e4e22feb0c50947c57f2289041a1b578"
 )
 TARGETS=(aarch64 x86_64)
 
@@ -256,6 +259,28 @@ build_libarchive() {
   install -D -m644 "$1/build-macos/build/pkgconfig/libarchive.pc" "$2/lib/pkgconfig/libarchive.pc"
 }
 
+# yaml-cpp's library alone (no tools, tests nor contrib), static.
+build_yaml_cpp() {
+  logged "$work/yaml-cpp-configure-$target.log" cmake -S "$1" -B "$1/build-macos" -G Ninja \
+    -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE="$toolchain_dir/toolchain.cmake" \
+    -DYAML_BUILD_SHARED_LIBS=OFF -DYAML_CPP_BUILD_TESTS=OFF -DYAML_CPP_BUILD_TOOLS=OFF -DYAML_CPP_BUILD_CONTRIB=OFF \
+    -DYAML_CPP_INSTALL=OFF
+  logged "$work/yaml-cpp-build-$target.log" cmake --build "$1/build-macos" -j "$jobs" --target yaml-cpp
+  install -D -m644 "$1/build-macos/libyaml-cpp.a" "$2/lib/libyaml-cpp.a"
+  mkdir -p "$2/include" && cp -a "$1/include/yaml-cpp" "$2/include/"
+}
+
+# libplist's C library (not libplist++, not the Python module), static. Its source
+# has no configure script (autotools would have to make one): the files its
+# Makefile.am lists are compiled as zlib's are, with what its configure finds on macOS.
+build_libplist() {
+  static_library "$1" "-I$1/include -I$1/src -I$1/libcnary/include -DHAVE_MEMMEM -DHAVE_STRPTIME -DHAVE_TIMEGM \
+    -DHAVE_GMTIME_R -DHAVE_LOCALTIME_R -DHAVE_TM_TM_GMTOFF -DHAVE_TM_TM_ZONE" libplist-2.0.a libcnary/node \
+    libcnary/node_list src/base64 src/bytearray src/hashtable src/ptrarray src/time64 src/xplist src/bplist src/plist
+  install -D -m644 "$1/libplist-2.0.a" "$2/lib/libplist-2.0.a"
+  install -D -m644 "$1/include/plist/plist.h" "$2/include/plist/plist.h"
+}
+
 # Builds each Debian library for $target into its own part of the cache (keyed by
 # the .dsc, the target, the toolchain and this recipe), then links the parts into
 # the target's prefix.
@@ -289,6 +314,7 @@ recipe_of() {
   case $1 in
     zlib) echo build_zlib ;; bzip2) echo build_bzip2 ;; xz-utils) echo build_xz ;;
     libzstd) echo build_zstd ;; libarchive) echo build_libarchive ;;
+    yaml-cpp) echo build_yaml_cpp ;; libplist) echo build_libplist ;;
   esac
 }
 
@@ -375,8 +401,9 @@ zig $ZIG_VERSION ($ZIG_PACKAGE from npm). Linked in statically, with the licence
   LIEF 0.9.0 (reader plugin only): LIEF.txt (the Apache License 2.0); mbedTLS 2.6.0 and
     easyloggingpp 9.94.2, compiled into LIEF: mbedTLS-2.6.0.txt (it names the Apache
     License 2.0, whose text is LIEF.txt), easyloggingpp-9.94.2.txt (MIT)
-  libarchive, zlib, bzip2, xz-utils (liblzma), libzstd from Debian 12's source packages:
-    *.copyright (Debian's copyright files): $(printf '%s; ' "${DEBIAN_SOURCES[@]%% *}")
+  libarchive, zlib, bzip2, xz-utils (liblzma), libzstd, yaml-cpp, libplist from Debian 12's
+    source packages: *.copyright (Debian's copyright files): $(printf '%s; ' "${DEBIAN_SOURCES[@]%% *}")
+    (libplist's is the LGPL 2.1 or later, with its conditions on static linking)
   CLI11, spdlog, fmt, flatbuffers (headers compiled in): lib*-dev.copyright
   LLVM libc++/libc++abi (zig's): llvm-libc++.txt (Apache-2.0 WITH LLVM-exception)
 The only libraries loaded at run time are macOS's own (/usr/lib/libSystem.B.dylib).
