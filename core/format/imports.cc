@@ -1,10 +1,12 @@
 #include "core/format/imports.h"
 
 #include "core/format/bind_opcodes.h"
+#include "core/format/exports.h"
 #include "core/format/macho_format.h"
 #include "core/format/macho_structs.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <tuple>
 
@@ -251,47 +253,11 @@ class Scanner {
     return result_.owned_names.back();
   }
 
-  // Walks the trie without recursion and with one prefix buffer, so a hostile trie
-  // (deep, or looping) costs neither stack nor quadratic memory.
   void scan_trie(const DataRange& range) {
-    if (range.size == 0) return;
     Bytes trie = image_.bytes.sub(range.offset, range.size, "exports trie");
-    struct Pending {
-      uint64_t node;
-      size_t parent_length;
-      std::string_view edge;
-    };
-    std::vector<Pending> pending{{0, 0, {}}};
-    std::vector<bool> visited(trie.size(), false);
-    std::string prefix;
-    while (!pending.empty()) {
-      Pending next = pending.back();
-      pending.pop_back();
-      if (visited[next.node]) trie.fail_here(next.node, "exports trie node is reached twice (a loop)");
-      visited[next.node] = true;
-      prefix.resize(next.parent_length);
-      prefix.append(next.edge);
-      Cursor cursor(trie, next.node);
-      uint64_t terminal_size = cursor.uleb("trie terminal size").value;
-      uint64_t terminal_start = cursor.position();
-      if (!fits(terminal_start, terminal_size, trie.size()))
-        trie.fail_here(next.node, "exports trie terminal runs past the end of the trie");
-      if (terminal_size) {
-        read_terminal(trie, range, cursor, prefix);
-        // Contents that run over the declared size would be read from the child list.
-        if (cursor.position() > terminal_start + terminal_size)
-          trie.fail_here(next.node, "exports trie terminal contents run past its declared size " + std::to_string(terminal_size));
-      }
-      cursor.seek(terminal_start + terminal_size);
-      uint8_t children = cursor.u8("trie child count");
-      for (uint8_t child = 0; child < children; ++child) {
-        std::string_view edge = cursor.cstr("trie edge label");
-        uint64_t child_at = cursor.position();
-        uint64_t child_node = cursor.uleb("trie child offset").value;
-        if (child_node >= trie.size()) trie.fail_here(child_at, "exports trie child offset " + hex(child_node) + " is outside the trie");
-        pending.push_back({child_node, prefix.size(), edge});
-      }
-    }
+    walk_exports_trie(trie, [&](const std::string& name, uint64_t, Cursor& terminal) {
+      read_terminal(trie, range, terminal, name);
+    });
   }
 
   void read_terminal(const Bytes& trie, const DataRange& range, Cursor& cursor, const std::string& name) {
@@ -328,5 +294,24 @@ class Scanner {
 }  // namespace
 
 ImportScan scan_imports(const MachO& image) { return Scanner(image).scan(); }
+
+std::vector<BoundImport> bound_imports(const ImportScan& scan) {
+  std::map<std::pair<std::string_view, int>, BoundImport> by_target;
+  std::set<std::pair<std::string_view, int>> bound_by_stream;
+  for (const Import& import : scan.imports)
+    if (import.source != ImportSource::Symtab && import.source != ImportSource::ExportsTrie)
+      bound_by_stream.insert({import.symbol, import.ordinal});
+  for (const Import& import : scan.imports) {
+    if (import.source == ImportSource::ExportsTrie) continue;
+    std::pair<std::string_view, int> key{import.symbol, import.ordinal};
+    if (import.source == ImportSource::Symtab && bound_by_stream.count(key)) continue;
+    BoundImport& bound = by_target.try_emplace(key, BoundImport{std::string(import.symbol), import.ordinal}).first->second;
+    bound.weak &= import.weak;
+    bound.lazy &= import.source == ImportSource::LazyBind;
+  }
+  std::vector<BoundImport> imports;
+  for (auto& [key, bound] : by_target) imports.push_back(std::move(bound));
+  return imports;
+}
 
 }  // namespace machofix

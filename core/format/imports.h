@@ -87,6 +87,20 @@ struct ImportScan {
 
 ImportScan scan_imports(const MachO& image);
 
+// One symbol dyld binds at load, from one library ordinal: what `check --app` binds
+// (dyld's Fixups::forEachBindTarget). Weak when every bind of it may be missing (a
+// weak import binds to 0); lazy when only the lazy-bind stream binds it (dlopen with
+// RTLD_LAZY then succeeds and the first call aborts). Symbol-table entries count
+// only where no bind stream names the symbol (images of classic relocations), and
+// re-export entries of the trie are exports, not imports.
+struct BoundImport {
+  std::string symbol;
+  int ordinal = 0;
+  bool weak = true;
+  bool lazy = true;
+};
+std::vector<BoundImport> bound_imports(const ImportScan& scan);
+
 // "libfoo.dylib", "self", "main-executable", "flat-lookup", "weak-lookup": what an
 // ordinal resolves to in `image`, used to check that a rewrite binds every import to
 // the same library as before.

@@ -78,6 +78,30 @@ std::optional<uint32_t> header_filetype(const Bytes& slice) {
   return header.filetype;
 }
 
+std::string version_text(uint32_t packed) {
+  std::string text = std::to_string(packed >> 16) + "." + std::to_string((packed >> 8) & 0xff);
+  if (packed & 0xff) text += "." + std::to_string(packed & 0xff);
+  return text;
+}
+
+std::optional<uint32_t> parse_version(const std::string& text) {
+  uint32_t parts[3] = {0, 0, 0};
+  size_t part = 0, digits = 0;
+  for (char c : text) {
+    if (c == '.') {
+      if (digits == 0 || ++part == 3) return std::nullopt;
+      digits = 0;
+    } else if (c >= '0' && c <= '9' && digits < 5) {
+      parts[part] = parts[part] * 10 + static_cast<uint32_t>(c - '0');
+      ++digits;
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (digits == 0 || parts[0] > 0xffff || parts[1] > 0xff || parts[2] > 0xff) return std::nullopt;
+  return parts[0] << 16 | parts[1] << 8 | parts[2];
+}
+
 const Segment* MachO::segment(const std::string& name) const { return segment_named(segments, name); }
 
 uint64_t MachO::load_commands_end() const { return sizeof(MachHeader64) + sizeofcmds; }
@@ -195,6 +219,11 @@ class Reader {
       case LC_DYLD_INFO_ONLY: return read_dyld_info(body, command.cmd);
       case LC_DYLD_CHAINED_FIXUPS: return read_data_range(body, command.cmd, image_.chained_fixups);
       case LC_DYLD_EXPORTS_TRIE: return read_data_range(body, command.cmd, image_.exports_trie);
+      case LC_BUILD_VERSION: return read_build_version(body);
+      case LC_VERSION_MIN_MACOSX:
+      case LC_VERSION_MIN_IPHONEOS:
+      case LC_VERSION_MIN_TVOS:
+      case LC_VERSION_MIN_WATCHOS: return read_version_min(body, command.cmd);
       case LC_CODE_SIGNATURE:
         image_.code_signature_command = index;
         return read_data_range(body, command.cmd, image_.code_signature);
@@ -233,6 +262,27 @@ class Reader {
     dylib.compatibility_version = command.compatibility_version;
     dylib.ordinal = static_cast<int>(image_.dylibs.size()) + 1;
     image_.dylibs.push_back(std::move(dylib));
+  }
+
+  void read_build_version(const Bytes& body) {
+    require_command_size(body, sizeof(BuildVersionCommand), "LC_BUILD_VERSION");
+    BuildVersionCommand command = body.get<BuildVersionCommand>(0, "LC_BUILD_VERSION");
+    image_.build_targets.push_back({command.platform, command.minos, command.sdk, body.base() - bytes_.base()});
+  }
+
+  // The platform numbers dyld gives the older commands (MachOFile::forEachSupportedPlatform):
+  // an x86_64 iOS, tvOS or watchOS image is a simulator's.
+  void read_version_min(const Bytes& body, uint32_t cmd) {
+    require_command_size(body, sizeof(VersionMinCommand), command_name(cmd));
+    VersionMinCommand command = body.get<VersionMinCommand>(0, "LC_VERSION_MIN");
+    bool intel = image_.cputype == CPU_TYPE_X86_64;
+    uint32_t platform = cmd == LC_VERSION_MIN_MACOSX     ? 1
+                        : cmd == LC_VERSION_MIN_IPHONEOS ? (intel ? 7 : 2)
+                        : cmd == LC_VERSION_MIN_TVOS     ? (intel ? 8 : 3)
+                                                         : (intel ? 9 : 4);
+    uint32_t sdk = command.sdk;
+    if (cmd == LC_VERSION_MIN_MACOSX && sdk == 0) sdk = command.version;  // old linkers left it 0
+    image_.build_targets.push_back({platform, command.version, sdk, body.base() - bytes_.base()});
   }
 
   void read_id_dylib(const Bytes& body, size_t index) {

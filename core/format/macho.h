@@ -41,6 +41,20 @@ struct Rpath {
   size_t command_index = 0;  // into MachO::commands
 };
 
+// A platform the image is built for (LC_BUILD_VERSION, or an LC_VERSION_MIN_* of an
+// older linker): the minimum OS it declares and the SDK it was linked against.
+// Versions are packed as in the load commands: X.Y.Z = X << 16 | Y << 8 | Z.
+struct BuildTarget {
+  uint32_t platform = 0;  // PLATFORM_MACOS = 1, PLATFORM_MACCATALYST = 6, ...
+  uint32_t min_os = 0;
+  uint32_t sdk = 0;
+  uint64_t command_offset = 0;  // of its load command, from the start of the slice
+};
+// "14.0", "13.2.1": a packed version as dyld and otool print it.
+std::string version_text(uint32_t packed);
+// The packed version of "14", "14.2" or "14.2.1"; nullopt for anything else.
+std::optional<uint32_t> parse_version(const std::string& text);
+
 // A (dataoff, datasize) pair of a LINKEDIT blob.
 struct DataRange {
   uint64_t offset = 0;
@@ -74,6 +88,7 @@ struct MachO {
   std::vector<Dylib> dylibs;  // dependent dylibs, ordinal = index + 1
   std::vector<Rpath> rpaths;  // in load-command order, duplicates kept
   std::vector<Segment> segments;
+  std::vector<BuildTarget> build_targets;  // in load-command order
   std::optional<std::string> id_name;  // LC_ID_DYLIB
   std::optional<size_t> id_command;    // its index into commands
   Symtab symtab;

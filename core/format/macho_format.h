@@ -74,6 +74,7 @@ constexpr bool names_a_dependency(uint32_t cmd) { return takes_library_ordinal(c
 constexpr uint8_t N_STAB = 0xe0;
 constexpr uint8_t N_TYPE = 0x0e;
 constexpr uint8_t N_EXT = 0x01;
+constexpr uint8_t N_SECT = 0x0e;  // a symbol defined in a section (n_type & N_TYPE)
 constexpr uint8_t N_UNDF = 0x0;
 constexpr uint8_t N_PBUD = 0xc;
 constexpr uint16_t N_WEAK_REF = 0x0040;   // n_desc of an undefined symbol: may be missing

@@ -23,7 +23,7 @@ std::vector<std::string> slice_flags(const MachO& image) {
   return flags;
 }
 
-SliceReport describe_slice(const MachO& image, const SliceAnalysis& analysis, const PrunePlan& plan,
+SliceReport describe_slice(const MachO& image, const ImportScan& scan, const SliceAnalysis& analysis, const PrunePlan& plan,
                            SignatureReport signature) {
   SliceReport report;
   report.arch = image.arch();
@@ -34,6 +34,8 @@ SliceReport describe_slice(const MachO& image, const SliceAnalysis& analysis, co
   report.flags = slice_flags(image);
   report.install_name = image.id_name.value_or("");
   report.flat_lookup_imports = analysis.flat_lookup_imports;
+  report.imports = bound_imports(scan);
+  report.build_targets = image.build_targets;
   report.warnings = plan.warnings;
   report.left_as_is = plan.left_as_is;
   for (size_t i = 0; i < analysis.uses.size(); ++i) {
@@ -122,7 +124,7 @@ JudgedSlice judge_slice(const Bytes& slice, const RepairOptions& options, Rewrit
   judged.scan = scan_imports(image);
   SliceAnalysis analysis = analyze(image, judged.scan);
   if (kind == RewriteKind::Prune) judged.plan = plan_prune(image, analysis, options.prune);
-  judged.report = describe_slice(image, analysis, judged.plan, judged.input.report);
+  judged.report = describe_slice(image, judged.scan, analysis, judged.plan, judged.input.report);
   refuse_breaking_loader_rules(judged.report.loader_rules);
   judged.steps.prune = judged.plan.removal_count() > 0;
   if (kind == RewriteKind::Edit) {
@@ -231,7 +233,7 @@ SliceReport inspect_slice(const Bytes& slice, const RepairOptions& options) {
   ImportScan scan = scan_imports(image);
   SliceAnalysis analysis = analyze(image, scan);
   PrunePlan plan = plan_prune(image, analysis, options.prune);
-  return describe_slice(image, analysis, plan, signature_report(image));
+  return describe_slice(image, scan, analysis, plan, signature_report(image));
 }
 
 }  // namespace

@@ -65,6 +65,8 @@ struct SliceReport {
   std::string install_name;        // LC_ID_DYLIB, if any
   std::vector<DylibReport> dylibs;
   std::vector<RpathReport> rpaths;  // LC_RPATH in load-command order, duplicates kept
+  std::vector<BoundImport> imports;  // what dyld binds at load, per library ordinal (check --app)
+  std::vector<BuildTarget> build_targets;  // LC_BUILD_VERSION / LC_VERSION_MIN_*
   size_t flat_lookup_imports = 0;
   std::vector<std::string> warnings;
   LeftAsIs left_as_is = LeftAsIs::No;
