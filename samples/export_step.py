@@ -16,6 +16,7 @@ or from a shell / CI job:
 
     python3 samples/export_step.py exports/ [--machofix build/machofix] [--forbid '*omp*']
         [--contract machofix.toml] [--provided '@rpath/libomp.dylib']
+        [--app MyApp.app [--sysroot MacOSX.sdk]] [--min-macos 13.0] [--arch arm64]
 
 What it does: `machofix check` on the files. Clean: done. Findings: `machofix prune
 --in-place` (every unused dependency removed, signatures renewed, content-hash keys
@@ -26,7 +27,10 @@ a finding, used or not, under any install name (`--forbid '*omp*'`: no OpenMP
 runtime at all); an unused one is removed by the repair, a used one fails the step.
 A contract (`--contract FILE`, else a machofix.toml beside the models; docs/contract.md) and `--provided GLOB` declare what the application ships, so that
 @rpath libraries it does not ship, build-machine rpaths and weak links to required
-libraries fail the step too.
+libraries fail the step too. `--app APP` loads every model in the application as
+dyld would (docs/app-check.md): a library it does not find or a symbol no library
+exports fails the step, exactly as the model would fail in the app; `--sysroot`
+says where the system's libraries are, `--min-macos` and `--arch` the targets.
 Errors fail it at once. Nothing here knows about Mach-O or
 .pte: machofix does the work.
 
@@ -67,20 +71,21 @@ def _findings(report):
 
 
 def repair_exported_models(paths, machofix_executable=None, allow_prefixes=(), keep=(), only=("*libomp*",),
-                           forbid=(), provided=(), contract=None):
+                           forbid=(), provided=(), contract=None, app=None, sysroot=None, min_macos=None, arch=()):
     """Checks and repairs the given .pte/.ptd files or directories in place.
 
     `only` limits removals to libraries known to be spurious (PyTorch's libomp by
     default); pass () to remove every unused library. `forbid`: globs no dependency
     may match, used or not. `provided`: install names the application ships;
     `contract`: a contract file (default: a machofix.toml found beside the models).
-    Returns a summary of what was done; raises
+    `app`: the application the models must load in (`sysroot`: where the system's
+    libraries are); `min_macos`, `arch`: the targets. Returns a summary of what was done; raises
     ExportStepError when the models are not fit to ship.
     """
     tool = _tool(machofix_executable)
     policy = {"keep": list(keep), "only": list(only)}
     gate = {"allow_prefix": list(allow_prefixes), "forbid": list(forbid), "provided": list(provided),
-            "contract": contract, **policy}
+            "contract": contract, "app": app, "sysroot": sysroot, "min_macos": min_macos, "arch": list(arch), **policy}
     try:
         first = tool.check(paths, **gate)
         if first.ok:
@@ -108,11 +113,16 @@ def main():
     parser.add_argument("--provided", action="append", default=[],
                         help="the application ships libraries with install names matching GLOB; repeatable")
     parser.add_argument("--contract", help="the contract file (default: a machofix.toml beside the models)")
+    parser.add_argument("--app", help="the application the models must load in (.app bundle, executable or directory)")
+    parser.add_argument("--sysroot", help="with --app: where the system's libraries are (an SDK or a copy of a Mac's)")
+    parser.add_argument("--min-macos", help="the oldest macOS the application supports")
+    parser.add_argument("--arch", action="append", default=[], help="an architecture every model must have")
     arguments = parser.parse_args()
     try:
         print(repair_exported_models(arguments.paths, arguments.machofix, arguments.allow_prefix, arguments.keep,
                                      arguments.only if arguments.only is not None else ("*libomp*",),
-                                     arguments.forbid, arguments.provided, arguments.contract), end="")
+                                     arguments.forbid, arguments.provided, arguments.contract, arguments.app,
+                                     arguments.sysroot, arguments.min_macos, arguments.arch), end="")
     except ExportStepError as error:
         print(f"export step: {error}", file=sys.stderr)
         return 1

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <iostream>
 
+#include "core/jobs/contract.h"
 #include "core/lief/lief_check.h"
 #include "tool/help.h"
 #include "tool/suggest.h"
@@ -210,7 +211,12 @@ const char* const kCheckRules =
     "The contract file, machofix.toml (TOML; keys provided, allow_prefix, allowed_rpaths, forbid, required, each a "
     "string or an array of strings), is --contract FILE, else the first machofix.toml in each model's directory or "
     "one of its parents. The command line's values add to the file's. A malformed file or an unknown key is an "
-    "error (exit 2) naming the file, line and key.";
+    "error (exit 2) naming the file, line and key.\n\n"
+    "--app APP loads each model slice in the application as dyld would (written to a temporary directory and "
+    "dlopen()ed by the application's executable, as ExecuTorch loads a .pte's .so): library-not-loaded names a "
+    "dependency not found, with every path tried; symbol-not-found an import no library it binds to exports. "
+    "min-macos and arch-missing check the targets (--min-macos, --arch). The contract's keys app, sysroot, min_macos "
+    "and arch say the same. docs/app-check.md has the rules.";
 
 CLI::App* add_check(CLI::App& app, HelpFormatter& help, Settings& settings) {
   CLI::App* check = add_command(
@@ -228,6 +234,26 @@ CLI::App* add_check(CLI::App& app, HelpFormatter& help, Settings& settings) {
             "accept LC_RPATH entries matching GLOB (the whole path), e.g. '/opt/myapp/lib'; repeatable");
   add_globs(check, "--required", settings.check.required,
             "libraries matching GLOB must be present at load: a weak link to them is a finding; repeatable");
+  check->add_option("--app", settings.check.app,
+                    "load every model in this application as dyld would, and report what does not load or bind: an "
+                    ".app bundle, a Mach-O executable, or a directory of the application's libraries")
+      ->type_name("APP");
+  check->add_option("--sysroot", settings.check.sysroot,
+                    "with --app: look system libraries up here (an SDK's .tbd stubs or a copy of a Mac's libraries); "
+                    "without it they are taken as present, their symbols unchecked")
+      ->type_name("DIR");
+  check->add_option_function<std::string>(
+           "--min-macos", [&settings](const std::string& text) { settings.check.min_macos = parse_version(text); },
+           "a slice built for a newer macOS than VERSION is a finding (min-macos)")
+      ->type_name("VERSION")
+      ->check([](const std::string& text) { return parse_version(text) ? std::string() : "not a version such as 13.0: " + text; });
+  check->add_option("--arch", settings.check.archs,
+                    "an image without a slice for ARCH is a finding (arch-missing); repeatable")
+      ->type_name("ARCH")
+      ->allow_extra_args(false)
+      ->check([](const std::string& arch) {
+        return known_arch(arch) ? std::string() : "not an architecture (" + std::string(kArchNames) + "): " + arch;
+      });
   check->add_option("--contract", settings.contract, "the contract file (TOML) to hold the models to, instead of "
                                                      "a machofix.toml found beside them")
       ->type_name("FILE");

@@ -33,9 +33,10 @@ bool json_to_stdout(const Settings& settings) { return settings.json == "-"; }
 
 // Writes the JSON report where --json asked; false (after an error message) if it could not.
 bool emit_json(const Settings& settings, const std::string& command, const std::vector<FileReport>& reports,
-               const std::vector<Finding>* findings, const std::vector<std::string>* contracts = nullptr) {
+               const std::vector<Finding>* findings, const std::vector<std::string>* contracts = nullptr,
+               const std::vector<AppCheck>* app_checks = nullptr) {
   if (settings.json.empty()) return true;
-  std::string document = json_document(command, reports, summarize(reports), findings, contracts);
+  std::string document = json_document(command, reports, summarize(reports), findings, contracts, app_checks);
   if (json_to_stdout(settings)) {
     std::cout << document;
     return true;
@@ -199,6 +200,12 @@ class Contracts {
   }
 
   const std::vector<std::string>& used() const { return used_; }
+  // --app, or a contract's `app`: the report carries each model slice's load.
+  bool app_named() const {
+    if (!extra_.app.empty()) return true;
+    for (const auto& [file, options] : read_) if (!options.app.empty()) return true;
+    return false;
+  }
 
  private:
   const Settings& settings_;
@@ -234,13 +241,16 @@ bool check_options_usable(const Settings& settings) {
 }
 
 // The findings of every file, each held to its contract; nullopt (after an error
-// message) when a contract file is malformed: a gate must not pass on a broken one.
-std::optional<std::vector<Finding>> all_findings(const std::vector<FileReport>& reports, Contracts& contracts) {
+// message) when a contract file is malformed, or an application (--app) cannot be
+// read: a gate must not pass on a broken one.
+std::optional<std::vector<Finding>> all_findings(const std::vector<FileReport>& reports, Contracts& contracts,
+                                                 std::vector<AppCheck>& app_checks) {
   std::vector<Finding> findings;
+  Applications applications;
   try {
     for (const FileReport& report : reports) {
       if (!report.examined()) continue;
-      std::vector<Finding> found = check_findings(report, contracts.for_file(report.path));
+      std::vector<Finding> found = check_findings(report, contracts.for_file(report.path), &applications, &app_checks);
       findings.insert(findings.end(), found.begin(), found.end());
     }
   } catch (const Error& error) {
@@ -262,16 +272,19 @@ int run_check(const Settings& settings) {
     }
   }
   Outcome outcome = run_all(settings, Operation::Inspect, /*gate=*/true);
-  std::optional<std::vector<Finding>> findings = all_findings(outcome.reports, contracts);
+  std::vector<AppCheck> app_checks;
+  std::optional<std::vector<Finding>> findings = all_findings(outcome.reports, contracts, app_checks);
   if (!findings) return kExitError;
   if (!json_to_stdout(settings) && settings.sarif != "-") {
     for (const Finding& finding : *findings) std::cout << finding_line(finding) << "\n";
     if (!settings.quiet) {
       for (const std::string& contract : contracts.used()) std::cout << "machofix check: contract " << contract << "\n";
+      for (const std::string& note : app_notes(app_checks)) std::cout << "machofix check: " << note << "\n";
       std::cout << check_summary(outcome.reports, *findings) << "\n";
     }
   }
-  bool written = emit_json(settings, "check", outcome.reports, &*findings, &contracts.used());
+  bool written = emit_json(settings, "check", outcome.reports, &*findings, &contracts.used(),
+                           contracts.app_named() ? &app_checks : nullptr);
   if (!settings.sarif.empty()) written &= write_text_file(settings.sarif, sarif_document(*findings, contracts.used()), "SARIF report");
   if (outcome.status(written) != kExitOk || outcome.input_without_models) return kExitError;
   return findings->empty() ? kExitOk : kExitFindings;

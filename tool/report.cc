@@ -1,5 +1,6 @@
 #include "tool/report.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -177,6 +178,30 @@ std::string finding_line(const Finding& finding) {
   if (const char* actions = std::getenv("GITHUB_ACTIONS"); actions && std::string(actions) == "true")
     line += "\n::error file=" + finding.file + ",title=machofix " + rule_id(finding.rule) + "::" + message;
   return line;
+}
+
+std::vector<std::string> app_notes(const std::vector<AppCheck>& app_checks) {
+  std::vector<std::string> notes;
+  size_t assumed = 0, unchecked_without_sysroot = 0, unchecked_own = 0;
+  std::vector<std::string> archs_not_run;
+  for (const AppCheck& check : app_checks) {
+    if (!check.load) {
+      if (std::find(archs_not_run.begin(), archs_not_run.end(), check.arch) == archs_not_run.end()) archs_not_run.push_back(check.arch);
+      continue;
+    }
+    for (const DependencyOutcome& dependency : check.load->dependencies) assumed += dependency.system_assumed;
+    for (const BindingOutcome& binding : check.load->bindings)
+      if (binding.verdict == BindVerdict::Unchecked) ++(check.sysroot ? unchecked_own : unchecked_without_sysroot);
+  }
+  auto imports = [](size_t count) { return std::to_string(count) + (count == 1 ? " import" : " imports"); };
+  if (assumed || unchecked_without_sysroot)
+    notes.push_back("no --sysroot: system libraries are taken as present and their symbols are not checked (" +
+                    imports(unchecked_without_sysroot) + " unchecked)");
+  if (unchecked_own)
+    notes.push_back(imports(unchecked_own) + " not checked: bound to the model itself, whose exports check does not read");
+  for (const std::string& arch : archs_not_run)
+    notes.push_back("the application has no " + arch + " slice: the " + arch + " slices are not loaded in it");
+  return notes;
 }
 
 std::string check_summary(const std::vector<FileReport>& reports, const std::vector<Finding>& findings) {

@@ -18,7 +18,12 @@ std::string summary_line(const BatchSummary& summary, bool dry_run);
 std::string finding_line(const Finding& finding);
 std::string check_summary(const std::vector<FileReport>& reports, const std::vector<Finding>& findings);
 
+// What check --app could not judge, said once: system libraries taken as present
+// without --sysroot, slices of an architecture the application does not run as.
+std::vector<std::string> app_notes(const std::vector<AppCheck>& app_checks);
+
 std::string json_document(const std::string& command, const std::vector<FileReport>& reports, const BatchSummary& summary,
-                          const std::vector<Finding>* findings, const std::vector<std::string>* contracts = nullptr);
+                          const std::vector<Finding>* findings, const std::vector<std::string>* contracts = nullptr,
+                          const std::vector<AppCheck>* app_checks = nullptr);
 
 }  // namespace machofix::cli

@@ -171,6 +171,12 @@ Json summary_json(const BatchSummary& summary) {
           {"bytes_written", summary.bytes_written}};
 }
 
+Json tried_json(const std::vector<TriedPath>& tried) {
+  Json paths = Json::array();
+  for (const TriedPath& path : tried) paths.push_back({{"path", path.path}, {"reason", path.reason}});
+  return paths;
+}
+
 Json finding_json(const Finding& finding) {
   return {{"file", finding.file},
           {"blob", finding.blob},
@@ -185,13 +191,61 @@ Json finding_json(const Finding& finding) {
           {"symbols", finding.symbols},
           {"offset", optional_offset(finding.offset)},
           {"member", finding.member},
-          {"member_offset", optional_offset(finding.member_offset)}};
+          {"member_offset", optional_offset(finding.member_offset)},
+          {"symbol", finding.symbol},
+          {"expected_in", finding.expected_in},
+          {"lazy", finding.lazy},
+          {"needed_by", finding.needed_by},
+          {"tried", tried_json(finding.tried)},
+          {"min_macos", finding.min_macos ? Json(version_text(finding.min_macos)) : Json(nullptr)},
+          {"required", finding.required_min_macos ? Json(version_text(finding.required_min_macos)) : Json(nullptr)}};
+}
+
+const char* verdict_text(BindVerdict verdict) {
+  switch (verdict) {
+    case BindVerdict::Bound: return "bound";
+    case BindVerdict::Missing: return "missing";
+    case BindVerdict::WeakMissing: return "weak-missing";
+    case BindVerdict::NotLoaded: return "library-not-loaded";
+    case BindVerdict::Unchecked: return "unchecked";
+  }
+  return "?";
+}
+
+Json app_check_json(const AppCheck& check) {
+  Json json = {{"file", check.file}, {"blob", check.blob}, {"member", check.member}, {"arch", check.arch},
+               {"loaded", check.load.has_value()}};
+  Json dependencies = Json::array(), bindings = Json::array();
+  if (check.load) {
+    for (const DependencyOutcome& dependency : check.load->dependencies)
+      dependencies.push_back({{"dylib", dependency.install_name},
+                              {"ordinal", dependency.ordinal},
+                              {"kind", dylib_kind_name(dependency.kind)},
+                              {"resolved", dependency.resolved ? Json(*dependency.resolved) : Json(nullptr)},
+                              {"system", dependency.system_assumed},
+                              {"tried", tried_json(dependency.tried)}});
+    for (const BindingOutcome& binding : check.load->bindings)
+      bindings.push_back({{"symbol", binding.symbol},
+                          {"ordinal", binding.ordinal},
+                          {"dylib", binding.library},
+                          {"weak", binding.weak},
+                          {"lazy", binding.lazy},
+                          {"verdict", verdict_text(binding.verdict)},
+                          {"expected_in", binding.expected_in.empty() ? Json(nullptr) : Json(binding.expected_in)},
+                          {"found_in", binding.found_in.empty() ? Json(nullptr) : Json(binding.found_in)},
+                          {"importer", binding.importer == check.load->model_index
+                                           ? Json(nullptr) : Json(check.load->image_paths[binding.importer])}});
+  }
+  json["dependencies"] = dependencies;
+  json["bindings"] = bindings;
+  return json;
 }
 
 }  // namespace
 
 std::string json_document(const std::string& command, const std::vector<FileReport>& reports, const BatchSummary& summary,
-                          const std::vector<Finding>* findings, const std::vector<std::string>* contracts) {
+                          const std::vector<Finding>* findings, const std::vector<std::string>* contracts,
+                          const std::vector<AppCheck>* app_checks) {
   Json json = {{"schema", "machofix-report"},
                {"schema_version", kJsonSchemaVersion},
                {"machofix_version", MACHOFIX_VERSION},
@@ -200,6 +254,7 @@ std::string json_document(const std::string& command, const std::vector<FileRepo
   json["summary"] = summary_json(summary);
   if (findings) json["findings"] = array_of(*findings, finding_json);
   if (contracts) json["contracts"] = *contracts;
+  if (app_checks) json["app_checks"] = array_of(*app_checks, app_check_json);
   return json_text(json) + "\n";
 }
 

@@ -14,6 +14,10 @@ const char* rule_id(Rule rule) {
     case Rule::UnprovidedDependency: return "unprovided-dependency";
     case Rule::WeakRequiredDependency: return "weak-required-dependency";
     case Rule::ForbiddenDependency: return "forbidden-dependency";
+    case Rule::MinMacos: return "min-macos";
+    case Rule::ArchMissing: return "arch-missing";
+    case Rule::LibraryNotLoaded: return "library-not-loaded";
+    case Rule::SymbolNotFound: return "symbol-not-found";
   }
   return "?";
 }
@@ -38,6 +42,18 @@ const char* rule_reason(Rule rule) {
       return "A weak-linked dependency the contract requires: a weak link hides its absence until a call fails.";
     case Rule::ForbiddenDependency:
       return "A dependency the contract or --forbid forbids, used or not, under any install name.";
+    case Rule::MinMacos:
+      return "A slice built for a newer macOS than the oldest the application supports (--min-macos): on older "
+             "systems it fails to load, or a symbol it needs is missing.";
+    case Rule::ArchMissing:
+      return "An image without a slice for an architecture the application runs as (--arch): dyld finds no code to "
+             "load there.";
+    case Rule::LibraryNotLoaded:
+      return "A dependency dyld does not find in the application (--app): the model fails to load with \"Library not "
+             "loaded\".";
+    case Rule::SymbolNotFound:
+      return "An import the library dyld binds it to does not export (--app): the model fails to load with \"Symbol "
+             "not found\" (a lazy bind: the first call aborts).";
   }
   return "";
 }
@@ -60,6 +76,13 @@ const char* rule_repair_hint(Rule rule) {
     case Rule::ForbiddenDependency:
       return "If it supplies no symbol, machofix prune --in-place --only NAME FILE removes it; otherwise rebuild "
              "without it.";
+    case Rule::MinMacos: return "Rebuild with -mmacosx-version-min (MACOSX_DEPLOYMENT_TARGET) at the application's minimum.";
+    case Rule::ArchMissing: return "Rebuild for the missing architecture and merge the slices (lipo -create).";
+    case Rule::LibraryNotLoaded:
+      return "If it supplies no symbol, machofix prune --in-place FILE removes it; otherwise ship it in the application "
+             "where one of the paths tried points, or change the install name (machofix edit --change).";
+    case Rule::SymbolNotFound:
+      return "Ship the library version that exports the symbol, or rebuild the model against the application's.";
   }
   return "";
 }
@@ -107,6 +130,29 @@ std::string forbidden_message(const Finding& finding) {
          (finding.kept_because ? to_text(*finding.kept_because) : std::string()) + ")";
 }
 
+std::string tried_list(const std::vector<TriedPath>& tried) {
+  std::string list;
+  for (const TriedPath& path : tried) list += (list.empty() ? "" : ", ") + ("'" + path.path + "' (" + path.reason + ")");
+  return list.empty() ? "nothing" : list;
+}
+
+std::string needed_by_phrase(const Finding& finding) {
+  return finding.needed_by.empty() ? "" : " (needed by " + finding.needed_by + ", which the model brings in)";
+}
+
+std::string library_not_loaded_message(const Finding& finding) {
+  std::string subject = finding.needed_by.empty() ? dependency_phrase(finding) : "a library it brings in depends on " + finding.dylib;
+  return subject + ", which dyld does not find in the application" + needed_by_phrase(finding) + "; tried: " + tried_list(finding.tried);
+}
+
+std::string symbol_not_found_message(const Finding& finding) {
+  std::string where = finding.dylib == "flat namespace" ? "in any image the application has loaded (a flat-namespace lookup)"
+                      : finding.expected_in.empty()     ? "in " + finding.dylib + ", which is missing (a weak link)"
+                                                        : "in " + finding.dylib + " (" + finding.expected_in + ")";
+  return "imports " + finding.symbol + ", which dyld does not find " + where + needed_by_phrase(finding) +
+         (finding.lazy ? "; bound lazily, so dlopen succeeds and the first call aborts" : "");
+}
+
 }  // namespace
 
 std::string finding_message(const Finding& finding) {
@@ -128,6 +174,12 @@ std::string finding_message(const Finding& finding) {
       return dependency_phrase(finding) + ", which the contract requires ('" + finding.glob +
              "'): a weak link lets the model load without it";
     case Rule::ForbiddenDependency: return forbidden_message(finding);
+    case Rule::MinMacos:
+      return "built for macOS " + version_text(finding.min_macos) + " and later, newer than the application's minimum, macOS " +
+             version_text(finding.required_min_macos);
+    case Rule::ArchMissing: return "no " + finding.arch + " slice, which the application needs";
+    case Rule::LibraryNotLoaded: return library_not_loaded_message(finding);
+    case Rule::SymbolNotFound: return symbol_not_found_message(finding);
   }
   return "";
 }
@@ -164,8 +216,15 @@ std::string repair_command(const Finding& finding) {
       if (finding.symbols.empty() && finding.removable)
         return "machofix prune " + file + " --in-place --only " + shell_quoted(last_path_component(finding.dylib));
       return "";
+    case Rule::LibraryNotLoaded:
+      if (finding.needed_by.empty() && finding.symbols.empty() && finding.removable)
+        return "machofix prune " + file + " --in-place --only " + shell_quoted(last_path_component(finding.dylib));
+      return "";
     case Rule::UnprovidedDependency:
-    case Rule::WeakRequiredDependency: return "";
+    case Rule::WeakRequiredDependency:
+    case Rule::MinMacos:
+    case Rule::ArchMissing:
+    case Rule::SymbolNotFound: return "";
   }
   return "";
 }

@@ -100,7 +100,18 @@ Json result(const Finding& finding) {
     properties["member"] = finding.member;
     properties["memberOffset"] = finding.member_offset ? Json(*finding.member_offset) : Json(nullptr);
   }
+  // Loaded in the application (--app): what dyld looked for, where, for whom.
+  if (!finding.symbol.empty()) properties["symbol"] = finding.symbol;
+  if (!finding.expected_in.empty()) properties["expectedIn"] = finding.expected_in;
+  if (!finding.needed_by.empty()) properties["neededBy"] = finding.needed_by;
+  if (!finding.tried.empty()) {
+    Json tried = Json::array();
+    for (const TriedPath& path : finding.tried) tried.push_back({{"path", path.path}, {"reason", path.reason}});
+    properties["tried"] = tried;
+  }
   std::string subject = finding.dylib.empty() ? finding.rpath : finding.dylib;
+  if (!finding.symbol.empty()) subject += "|" + finding.symbol;
+  if (!finding.needed_by.empty()) subject += "|" + finding.needed_by;
   return {{"ruleId", rule_id(finding.rule)},
           {"ruleIndex", rule_index(finding.rule)},
           {"level", "error"},

@@ -63,6 +63,7 @@ struct SliceContext {
   const std::string& blob;
   const SliceReport& slice;
   std::vector<Finding>& findings;
+  const ModelLoad* load = nullptr;  // the slice loaded in the application (--app)
 
   Finding& add(Rule rule, std::optional<uint64_t> offset) {
     Finding finding;
@@ -86,12 +87,26 @@ struct SliceContext {
   }
 };
 
+// dyld finds the dependency among the application's files (or a library it loads),
+// not as a system library taken as present.
+bool found_in_app(const SliceContext& context, const DylibReport& dylib) {
+  if (!context.load) return false;
+  for (const DependencyOutcome& outcome : context.load->dependencies)
+    if (outcome.ordinal == dylib.ordinal) return outcome.resolved && !outcome.system_assumed;
+  return false;
+}
+
 void check_dylib(SliceContext& context, const DylibReport& dylib, const CheckOptions& options) {
   const std::string& name = dylib.install_name;
   bool weak = dylib.kind == DylibKind::Weak;
-  if (dylib.removable()) context.add(Rule::UnusedDependency, dylib);
-  if (!absolute_name_allowed(name, options)) context.add(Rule::AbsoluteInstallName, dylib);
-  if (options.declared && relative_name(name) && !weak && !any_matches(options.provided, name))
+  // In the application named, a dependency dyld finds there is provided: an unused
+  // one costs a load that succeeds, an absolute name one the application satisfies.
+  bool provided_by_app = found_in_app(context, dylib);
+  if (dylib.removable() && !provided_by_app) context.add(Rule::UnusedDependency, dylib);
+  if (!absolute_name_allowed(name, options) && !provided_by_app) context.add(Rule::AbsoluteInstallName, dylib);
+  // With an application, what it provides is what dyld finds in it: library-not-loaded
+  // says so for the dependencies it does not, with the paths tried.
+  if (options.declared && options.app.empty() && relative_name(name) && !weak && !any_matches(options.provided, name))
     context.add(Rule::UnprovidedDependency, dylib);
   if (const std::string* glob = first_match(options.required, name); glob && weak)
     context.add(Rule::WeakRequiredDependency, dylib).glob = *glob;
@@ -118,12 +133,115 @@ void check_rpaths(SliceContext& context, const CheckOptions& options) {
   }
 }
 
-void check_macho(const MachOReport& macho, const std::string& file, const std::string& blob,
-                 const CheckOptions& options, std::vector<Finding>& findings) {
+void check_min_macos(SliceContext& context, const CheckOptions& options) {
+  if (!options.min_macos) return;
+  for (const BuildTarget& target : context.slice.build_targets)
+    if (target.platform == kPlatformMacOS && target.min_os > *options.min_macos)
+    {
+      Finding& finding = context.add(Rule::MinMacos, context.slice.offset + target.command_offset);
+      finding.min_macos = target.min_os;
+      finding.required_min_macos = *options.min_macos;
+    }
+}
+
+void check_archs(const MachOReport& macho, const std::string& file, const std::string& blob, const CheckOptions& options,
+                 std::vector<Finding>& findings) {
+  for (const std::string& arch : options.archs) {
+    if (std::any_of(macho.slices.begin(), macho.slices.end(), [&](const SliceReport& slice) { return slice.arch == arch; }))
+      continue;
+    Finding finding;
+    finding.file = file;
+    finding.blob = blob;
+    finding.arch = arch;
+    finding.rule = Rule::ArchMissing;
+    finding.offset = macho.slices.empty() ? std::nullopt : std::optional<uint64_t>(macho.slices.front().offset);
+    findings.push_back(std::move(finding));
+  }
+}
+
+ModelSlice model_slice(const SliceReport& slice) {
+  ModelSlice model;
+  model.arch = slice.arch;
+  for (const DylibReport& report : slice.dylibs) {
+    Dylib dylib;
+    dylib.ordinal = report.ordinal;
+    dylib.kind = report.kind;
+    dylib.install_name = report.install_name;
+    model.dependencies.push_back(std::move(dylib));
+  }
+  for (const RpathReport& rpath : slice.rpaths) model.rpaths.push_back(rpath.path);
+  model.build_targets = slice.build_targets;
+  model.imports = slice.imports;
+  model.install_name = slice.install_name;
+  model.two_level = std::find(slice.flags.begin(), slice.flags.end(), "flat-namespace") == slice.flags.end();
+  return model;
+}
+
+const DylibReport* dependency(const SliceReport& slice, int ordinal) {
+  for (const DylibReport& dylib : slice.dylibs)
+    if (dylib.ordinal == ordinal) return &dylib;
+  return nullptr;
+}
+
+std::optional<uint64_t> dependency_offset(const SliceReport& slice, int ordinal) {
+  const DylibReport* dylib = dependency(slice, ordinal);
+  return dylib ? std::optional<uint64_t>(dylib->command_offset) : std::nullopt;
+}
+
+// Where a finding of the load points in the file: the model's load command of the
+// dependency it concerns, or of the one that brought in the library it concerns;
+// else (a flat lookup of the model) the slice.
+uint64_t load_offset(const SliceContext& context, const ModelLoad& load, size_t image, int ordinal) {
+  int model_ordinal = image == load.model_index ? ordinal : load.via_ordinal[image];
+  if (std::optional<uint64_t> offset = dependency_offset(context.slice, model_ordinal)) return *offset;
+  return context.slice.offset;
+}
+
+// library-not-loaded and symbol-not-found, from the slice's load in the application.
+void check_load(SliceContext& context, const ModelLoad& load) {
+  auto needed_by = [&](size_t image) { return image == load.model_index ? std::string() : load.image_paths[image]; };
+  for (const MissingLibrary& missing : load.missing) {
+    const DylibReport* own = missing.needed_by == load.model_index ? dependency(context.slice, missing.ordinal) : nullptr;
+    Finding& finding = own ? context.add(Rule::LibraryNotLoaded, *own)
+                           : context.add(Rule::LibraryNotLoaded, load_offset(context, load, missing.needed_by, missing.ordinal));
+    finding.dylib = missing.install_name;
+    finding.needed_by = needed_by(missing.needed_by);
+    finding.tried = missing.tried;
+  }
+  for (const BindingOutcome& binding : load.bindings) {
+    if (binding.verdict != BindVerdict::Missing) continue;
+    Finding& finding = context.add(Rule::SymbolNotFound, load_offset(context, load, binding.importer, binding.ordinal));
+    finding.dylib = binding.library;
+    finding.symbol = binding.symbol;
+    finding.expected_in = binding.expected_in;
+    finding.lazy = binding.lazy;
+    finding.needed_by = needed_by(binding.importer);
+  }
+}
+
+struct CheckRun {
+  const CheckOptions& options;
+  Applications* applications;
+  std::vector<AppCheck>* app_checks;
+  std::vector<Finding>& findings;
+};
+
+void check_macho(const MachOReport& macho, const std::string& file, const std::string& blob, CheckRun& run) {
+  const CheckOptions& options = run.options;
+  check_archs(macho, file, blob, options, run.findings);
   for (const SliceReport& slice : macho.slices) {
-    SliceContext context{file, blob, slice, findings};
+    SliceContext context{file, blob, slice, run.findings};
+    std::optional<ModelLoad> load;
+    if (!options.app.empty() && run.applications && slice.handled) {
+      App& app = run.applications->get(options.app, options.sysroot);
+      if (app.launched(slice.arch)) load = app.load_model(model_slice(slice));
+      if (run.app_checks) run.app_checks->push_back({file, blob, "", slice.arch, load, app.has_sysroot()});
+      context.load = load ? &*load : nullptr;
+    }
     for (const DylibReport& dylib : slice.dylibs) check_dylib(context, dylib, options);
     if (options.declared) check_rpaths(context, options);
+    check_min_macos(context, options);
+    if (load) check_load(context, *load);
   }
 }
 
@@ -135,19 +253,35 @@ std::string join(const std::vector<std::string>& items) {
 
 }  // namespace
 
-std::vector<Finding> check_findings(const FileReport& report, const CheckOptions& options) {
+App& Applications::get(const std::string& app, const std::string& sysroot) {
+  auto& known = apps_[{app, sysroot}];
+  if (!known) known = std::make_unique<App>(AppOptions{app, sysroot});
+  return *known;
+}
+
+std::vector<Finding> check_findings(const FileReport& report, const CheckOptions& options, Applications* applications,
+                                    std::vector<AppCheck>* app_checks) {
   std::vector<Finding> findings;
-  if (report.macho) check_macho(*report.macho, report.path, "", options, findings);
+  CheckRun run{options, applications, app_checks, findings};
+  if (report.macho) check_macho(*report.macho, report.path, "", run);
   if (report.pte)
-    for (const BlobReport& blob : report.pte->blobs) check_macho(blob.macho, report.path, join(blob.keys), options, findings);
+    for (const BlobReport& blob : report.pte->blobs) check_macho(blob.macho, report.path, join(blob.keys), run);
   for (const FileReport& member : report.members) {
-    for (Finding finding : check_findings(member, options)) {
+    size_t member_checks_at = app_checks ? app_checks->size() : 0;
+    for (Finding finding : check_findings(member, options, applications, app_checks)) {
       finding.blob = finding.blob.empty() ? member.path : member.path + ": " + finding.blob;
       finding.file = report.path;
       finding.member = member.path;
       finding.member_offset = finding.offset;  // an offset in the member, not in the archive
       finding.offset.reset();
       findings.push_back(std::move(finding));
+    }
+    if (!app_checks) continue;
+    for (size_t index = member_checks_at; index < app_checks->size(); ++index) {
+      AppCheck& check = (*app_checks)[index];
+      check.blob = check.blob.empty() ? member.path : member.path + ": " + check.blob;
+      check.file = report.path;
+      check.member = member.path;
     }
   }
   return findings;

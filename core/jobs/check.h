@@ -22,13 +22,28 @@
 //    dependency no provided glob names: nothing says the application ships it;
 //  - weak-required-dependency: a weak-linked dependency a required glob names: it
 //    must be present at load, and a weak link hides its absence until a call fails.
+// Rules of the targets (--min-macos, --arch):
+//  - min-macos: a slice whose minimum macOS (LC_BUILD_VERSION, LC_VERSION_MIN_MACOSX)
+//    is newer than the oldest the application supports;
+//  - arch-missing: an image without a slice for an architecture the application needs.
+// Rules of the application (--app: core/app/process.h loads each model slice in it):
+//  - library-not-loaded: a dependency (of the model, or of a library it brings in)
+//    that dyld does not find, with every path it tried;
+//  - symbol-not-found: an import the library dyld binds it to does not export (or, a
+//    flat lookup, no loaded image does). With an application, what it provides is
+//    what dyld finds in it: library-not-loaded takes the place of
+//    unprovided-dependency, and a dependency found there is neither an
+//    unused-dependency nor an absolute-install-name finding.
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "core/app/process.h"
 #include "core/jobs/job.h"
 
 namespace machofix {
@@ -41,10 +56,15 @@ enum class Rule {
   UnprovidedDependency,
   WeakRequiredDependency,
   ForbiddenDependency,
+  MinMacos,
+  ArchMissing,
+  LibraryNotLoaded,
+  SymbolNotFound,
 };
 inline constexpr Rule kAllRules[] = {Rule::UnusedDependency,     Rule::AbsoluteInstallName,    Rule::AbsoluteRpath,
                                      Rule::DuplicateRpath,       Rule::UnprovidedDependency,   Rule::WeakRequiredDependency,
-                                     Rule::ForbiddenDependency};
+                                     Rule::ForbiddenDependency,  Rule::MinMacos,               Rule::ArchMissing,
+                                     Rule::LibraryNotLoaded,     Rule::SymbolNotFound};
 
 // What the application declares: a contract file (core/jobs/contract.h) and the command
 // line together. Every list is of globs matched as --keep's are (install name or its
@@ -55,6 +75,10 @@ struct CheckOptions {
   std::vector<std::string> provided;          // install names the application ships
   std::vector<std::string> allowed_rpaths;    // LC_RPATH values it accepts (globs on the whole path)
   std::vector<std::string> required;          // must be present at load: no weak link to them
+  std::string app;                            // --app: load every model slice in this application
+  std::string sysroot;                        // --sysroot: where the system's libraries are
+  std::optional<uint32_t> min_macos;          // --min-macos, packed as in LC_BUILD_VERSION
+  std::vector<std::string> archs;             // --arch: slices every image must have
   // The declare-what-you-ship rules run: a contract file was read, or one of
   // --provided, --allowed-rpath, --required was given.
   bool declared = false;
@@ -71,6 +95,17 @@ struct Finding {
   std::string repeats;     // duplicate-rpath: the earlier LC_RPATH's path (a trailing slash may differ)
   std::string glob;        // the --forbid or required glob that matched
   std::vector<std::string> symbols;  // what the dylib supplies to this slice (none: unused)
+  // symbol-not-found: the symbol, and the path of the library it was looked for in
+  // (empty for a flat lookup, or a weak-linked library that is missing)
+  std::string symbol;
+  std::string expected_in;
+  bool lazy = false;  // bound lazily: dlopen succeeds and the first call aborts
+  // library-not-loaded and symbol-not-found: the library of the application whose
+  // load command or import it is (empty: the model slice itself); the paths tried
+  std::string needed_by;
+  std::vector<TriedPath> tried;
+  uint32_t min_macos = 0;           // min-macos: the slice's minimum
+  uint32_t required_min_macos = 0;  // min-macos: the application's (--min-macos)
   bool removable = false;  // prune removes the dependency
   std::optional<DylibDecision> kept_because;  // why prune keeps an unused one
   uint64_t slice_offset = 0;  // of the slice in the file (universal) or blob
@@ -81,7 +116,30 @@ struct Finding {
   std::optional<uint64_t> member_offset;
 };
 
-std::vector<Finding> check_findings(const FileReport& report, const CheckOptions& options);
+// One model slice loaded in the application (--app), for the report.
+struct AppCheck {
+  std::string file;
+  std::string blob;  // as in Finding
+  std::string member;
+  std::string arch;
+  std::optional<ModelLoad> load;  // none: the application has no process of this architecture
+  bool sysroot = false;           // system libraries were looked up (else taken as present)
+};
+
+// The applications models are checked against, each read once for all the models.
+class Applications {
+ public:
+  // Throws Error for an application or sysroot that cannot be read.
+  App& get(const std::string& app, const std::string& sysroot);
+
+ private:
+  std::map<std::pair<std::string, std::string>, std::unique_ptr<App>> apps_;
+};
+
+// `applications` is needed only when options.app is set; `app_checks`, when given,
+// receives each model slice's load.
+std::vector<Finding> check_findings(const FileReport& report, const CheckOptions& options,
+                                    Applications* applications = nullptr, std::vector<AppCheck>* app_checks = nullptr);
 
 // `verify`: every slice of every Mach-O image in the file (blobs of a .pte, members
 // of an archive) whose signature is invalid, or which is arm64 and unsigned, and

@@ -5,6 +5,7 @@
 #define TOML_ENABLE_FORMATTERS 0
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -23,12 +24,17 @@ struct Key {
 const Key kKeys[] = {
     {"provided", &CheckOptions::provided},          {"allow_prefix", &CheckOptions::allowed_prefixes},
     {"allowed_rpaths", &CheckOptions::allowed_rpaths}, {"forbid", &CheckOptions::forbidden},
-    {"required", &CheckOptions::required},
+    {"required", &CheckOptions::required},          {"arch", &CheckOptions::archs},
 };
+
+// Keys of one string: the application to load the models in (check --app), where
+// the system's libraries are, and the oldest macOS the application supports.
+const char* const kSingleKeys[] = {"app", "sysroot", "min_macos"};
 
 std::string key_names() {
   std::string names;
   for (const Key& key : kKeys) names += std::string(names.empty() ? "" : ", ") + key.name;
+  for (const char* key : kSingleKeys) names += std::string(", ") + key;
   return names;
 }
 
@@ -54,7 +60,29 @@ std::string entry(const std::string& path, const std::string& key, const toml::n
   if (text->get().empty()) fail_at_source(path, node.source(), "key '" + key + "': an entry is an empty string");
   if (key == "allow_prefix" && text->get()[0] != '/')
     fail_at_source(path, node.source(), "key 'allow_prefix': '" + text->get() + "' is not an absolute path prefix");
+  if (key == "arch" && !known_arch(text->get()))
+    fail_at_source(path, node.source(), "key 'arch': '" + text->get() + "' is not an architecture (" + kArchNames + ")");
   return text->get();
+}
+
+// A path in the contract is relative to the contract's directory, not to wherever
+// check runs: the contract travels with the models.
+std::string contract_relative(const std::string& contract, const std::string& path) {
+  std::filesystem::path value(path);
+  if (value.is_absolute()) return path;
+  return (std::filesystem::path(contract).parent_path() / value).lexically_normal().string();
+}
+
+void read_single_key(const std::string& path, const std::string& key, const toml::node& value, CheckOptions& contract) {
+  const auto* text = value.as_string();
+  if (!text || text->get().empty()) fail_at_source(path, value.source(), "key '" + key + "' takes a non-empty string");
+  if (key == "app") contract.app = contract_relative(path, text->get());
+  if (key == "sysroot") contract.sysroot = contract_relative(path, text->get());
+  if (key == "min_macos") {
+    contract.min_macos = parse_version(text->get());
+    if (!contract.min_macos)
+      fail_at_source(path, value.source(), "key 'min_macos': '" + text->get() + "' is not a version such as \"13.0\"");
+  }
 }
 
 void read_key(const std::string& path, const Key& key, const toml::node& value, CheckOptions& contract) {
@@ -70,6 +98,10 @@ void read_key(const std::string& path, const Key& key, const toml::node& value, 
 
 }  // namespace
 
+bool known_arch(const std::string& arch) {
+  return arch == "arm64" || arch == "arm64e" || arch == "x86_64" || arch == "x86_64h";
+}
+
 CheckOptions read_contract(const std::string& path) {
   std::string text = read_text(path);
   toml::table table;
@@ -81,6 +113,10 @@ CheckOptions read_contract(const std::string& path) {
   CheckOptions contract;
   contract.declared = true;
   for (const auto& [name, value] : table) {
+    if (std::find(std::begin(kSingleKeys), std::end(kSingleKeys), name.str()) != std::end(kSingleKeys)) {
+      read_single_key(path, std::string(name.str()), value, contract);
+      continue;
+    }
     const Key* key = nullptr;
     for (const Key& known : kKeys)
       if (name.str() == known.name) key = &known;
@@ -110,6 +146,10 @@ CheckOptions combined(const CheckOptions& contract, const CheckOptions& extra) {
     (all.*key.list).insert((all.*key.list).end(), more.begin(), more.end());
   }
   all.declared = contract.declared || extra.declared;
+  // The command line names one application, sysroot and minimum for every model.
+  if (!extra.app.empty()) all.app = extra.app;
+  if (!extra.sysroot.empty()) all.sysroot = extra.sysroot;
+  if (extra.min_macos) all.min_macos = extra.min_macos;
   return all;
 }
 

@@ -6,8 +6,13 @@
 //   allowed_rpaths = ["@loader_path/../lib"]  # LC_RPATH values (globs) it accepts
 //   forbid = ["*omp*"]                        # no dependency may match, used or not
 //   required = ["@rpath/libtorch*.dylib"]     # must be present at load: never weak
+//   app = "../MyApp.app"                      # load every model in it (check --app)
+//   sysroot = "../MacOSX.sdk"                 # where the system's libraries are
+//   min_macos = "13.0"                        # the oldest macOS the app supports
+//   arch = ["arm64", "x86_64"]                # slices every model must have
 //
-// Each key takes a string or an array of strings; every key is optional. Anything
+// Each list key takes a string or an array of strings, app, sysroot and min_macos
+// one string (paths relative to the contract's directory); every key is optional. Anything
 // else (an unknown key, a table, a number, an empty string) is an error naming the
 // file, line and key: a typo must never relax the gate.
 #pragma once
@@ -31,7 +36,12 @@ CheckOptions read_contract(const std::string& path);
 // (for `-`, standard input, from the current directory).
 std::optional<std::string> find_contract(const std::string& model_path);
 
-// The contract's declarations plus the command line's (`extra`): lists concatenated.
+// Architecture names --arch and `arch` accept: the slices machofix reads.
+bool known_arch(const std::string& arch);
+inline constexpr const char* kArchNames = "arm64, arm64e, x86_64 or x86_64h";
+
+// The contract's declarations plus the command line's (`extra`): lists concatenated;
+// the command line's app, sysroot and min_macos replace the contract's.
 CheckOptions combined(const CheckOptions& contract, const CheckOptions& extra);
 
 }  // namespace machofix

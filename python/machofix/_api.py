@@ -116,7 +116,9 @@ class Machofix:
     def check(self, paths: Paths, *, provided: Optional[Globs] = None, allow_prefix: Optional[Globs] = None,
               forbid: Optional[Globs] = None, allowed_rpath: Optional[Globs] = None, required: Optional[Globs] = None,
               contract: Optional[PathLike] = None, no_contract: bool = False, sarif: Optional[PathLike] = None,
-              keep: Optional[Globs] = None, only: Optional[Globs] = None, jobs: Optional[int] = None) -> Report:
+              keep: Optional[Globs] = None, only: Optional[Globs] = None, jobs: Optional[int] = None,
+              app: Optional[PathLike] = None, sysroot: Optional[PathLike] = None, min_macos: Optional[str] = None,
+              arch: Optional[Globs] = None) -> Report:
         """The CI gate. Findings are a result (`report.findings`, `report.ok` false),
         not an error: only machofix's errors (exit 2, a malformed contract file
         included) raise. `forbid`: globs no dependency may match (install name or its
@@ -124,12 +126,18 @@ class Machofix:
         ships; `allowed_rpath`: LC_RPATH values it accepts; `required`: libraries that
         must not be weak-linked. `contract`: a contract file (TOML) instead of the
         machofix.toml found beside the models; `no_contract`: read none. `sarif`:
-        also write the findings as SARIF 2.1.0 to that file."""
+        also write the findings as SARIF 2.1.0 to that file. `app`: load every model
+        in this application (an .app bundle, an executable, or a directory of its
+        libraries) as dyld would: library-not-loaded, symbol-not-found, and each
+        slice's load in `report.app_checks`; `sysroot`: where the system's libraries
+        are (an SDK's stubs or a copy of a Mac's). `min_macos`, `arch`: the targets
+        (min-macos, arch-missing)."""
         options = (_repeated("--provided", provided) + _repeated("--allow-prefix", allow_prefix) +
                    _repeated("--forbid", forbid) + _repeated("--allowed-rpath", allowed_rpath) +
                    _repeated("--required", required) + _valued("--contract", contract) +
                    _flag("--no-contract", no_contract) + _valued("--sarif", sarif) + _repeated("--keep", keep) +
-                   _repeated("--only", only))
+                   _repeated("--only", only) + _valued("--app", app) + _valued("--sysroot", sysroot) +
+                   _valued("--min-macos", min_macos) + _repeated("--arch", arch))
         return self._report("check", options + _valued("--jobs", jobs), paths, (0, 1))
 
     def verify(self, paths: Paths, *, jobs: Optional[int] = None) -> Report:
@@ -200,10 +208,13 @@ def inspect(paths: Paths, *, keep: Optional[Globs] = None, only: Optional[Globs]
 def check(paths: Paths, *, provided: Optional[Globs] = None, allow_prefix: Optional[Globs] = None,
           forbid: Optional[Globs] = None, allowed_rpath: Optional[Globs] = None, required: Optional[Globs] = None,
           contract: Optional[PathLike] = None, no_contract: bool = False, sarif: Optional[PathLike] = None,
-          keep: Optional[Globs] = None, only: Optional[Globs] = None, jobs: Optional[int] = None) -> Report:
+          keep: Optional[Globs] = None, only: Optional[Globs] = None, jobs: Optional[int] = None,
+          app: Optional[PathLike] = None, sysroot: Optional[PathLike] = None, min_macos: Optional[str] = None,
+          arch: Optional[Globs] = None) -> Report:
     return _default.check(paths, provided=provided, allow_prefix=allow_prefix, forbid=forbid,
                           allowed_rpath=allowed_rpath, required=required, contract=contract, no_contract=no_contract,
-                          sarif=sarif, keep=keep, only=only, jobs=jobs)
+                          sarif=sarif, keep=keep, only=only, jobs=jobs, app=app, sysroot=sysroot, min_macos=min_macos,
+                          arch=arch)
 
 
 def verify(paths: Paths, *, jobs: Optional[int] = None) -> Report:

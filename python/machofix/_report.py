@@ -196,6 +196,12 @@ class Summary:
 
 
 @dataclass(frozen=True)
+class TriedPath:
+    path: str
+    reason: str  # dyld's: "no such file", "mach-o file, but is an incompatible architecture ..."
+
+
+@dataclass(frozen=True)
 class Finding:
     file: str
     blob: str
@@ -203,7 +209,9 @@ class Finding:
     dylib: str
     # "unused-dependency", "absolute-install-name", "forbidden-dependency" (always);
     # "absolute-rpath", "duplicate-rpath", "unprovided-dependency",
-    # "weak-required-dependency" (once a contract declares what the application ships)
+    # "weak-required-dependency" (once a contract declares what the application ships);
+    # "min-macos", "arch-missing" (min_macos, arch); "library-not-loaded",
+    # "symbol-not-found" (app: loaded in the application, docs/app-check.md)
     rule: str
     message: str
     used: bool = False  # the dylib supplies symbols to the slice: removing it is not the repair
@@ -214,6 +222,49 @@ class Finding:
     offset: Optional[int] = None  # file offset of the load command, where known
     member: str = ""  # in an archive: the member the finding is in
     member_offset: Optional[int] = None  # in an archive: the load command's offset in the member's bytes
+    symbol: str = ""  # symbol-not-found: the import
+    expected_in: str = ""  # symbol-not-found: the path of the library searched ("" for a flat lookup)
+    lazy: bool = False  # symbol-not-found: bound lazily (dlopen succeeds, the first call aborts)
+    needed_by: str = ""  # the library whose dependency or import it is ("" for the model itself)
+    tried: List[TriedPath] = field(default_factory=list)  # library-not-loaded: every path dyld tried, in order
+    min_macos: Optional[str] = None  # min-macos: the slice's minimum macOS
+    required: Optional[str] = None  # min-macos: the application's minimum (min_macos=)
+
+
+@dataclass(frozen=True)
+class DependencyOutcome:
+    dylib: str
+    ordinal: int
+    kind: DylibKind
+    resolved: Optional[str]  # the path dyld finds it at; None when not found
+    system: bool  # a system library taken as present (no sysroot)
+    tried: List[TriedPath]
+
+
+@dataclass(frozen=True)
+class BindingOutcome:
+    symbol: str
+    ordinal: int
+    dylib: str  # install name, or "flat namespace", "self", "main executable"
+    weak: bool
+    lazy: bool
+    verdict: Literal["bound", "missing", "weak-missing", "library-not-loaded", "unchecked"]
+    expected_in: Optional[str]
+    found_in: Optional[str]  # the image that exports it
+    importer: Optional[str]  # None: the model itself
+
+
+@dataclass(frozen=True)
+class AppCheck:
+    """One model slice loaded in the application (check with app=...)."""
+
+    file: str
+    blob: str
+    member: str
+    arch: str
+    loaded: bool  # False: the application has no process of this architecture
+    dependencies: List[DependencyOutcome]
+    bindings: List[BindingOutcome]
 
 
 @dataclass(frozen=True)
@@ -228,6 +279,7 @@ class Report:
     summary: Summary
     findings: List[Finding] = field(default_factory=list)  # check only
     contracts: List[str] = field(default_factory=list)  # check only: the contract files read
+    app_checks: List[AppCheck] = field(default_factory=list)  # check with an application: each slice's load
     # Not in the JSON: 1 when `check` found something or `verify` an invalid slice.
     exit_status: int = 0
 

@@ -5,7 +5,7 @@ The schema is strict (every object closed with additionalProperties: false, clos
 sets of words as enums), so a field the writer adds without the schema fails here.
 The reports come from inspect, prune (-o, --dry-run, --in-place, --sign), sign
 (--adhoc, --resign-invalid), edit (each edit kind, --weak-link, in a walk), verify and
-check (a contract, --provided, --forbid), on the generated fixtures: thin, universal
+check (a contract, --provided, --forbid, --app, --min-macos, --arch), on the generated fixtures: thin, universal
 (fat and fat64), .pte and .ptd files of tests/pte/pte_writer, a zip of models, a
 directory with files that are not models, and failures (a file that is not a model,
 refusals of an invalid signature and of an identity signature).
@@ -266,6 +266,18 @@ def check_runs(reports, inputs):
     reports.run("check: --provided, no contract file", "check", "--no-contract", "--provided", "@rpath/libfoo.dylib",
                 inputs.path(RPATHS), status=1)
     reports.run("check: no finding", "check", "--no-contract", inputs.path(CLEAN))
+    # --app: a directory of libraries whose libomp.dylib is another library (it exports
+    # none of libomp's symbols), the targets' rules beside.
+    app = inputs.path("app")
+    os.makedirs(app, exist_ok=True)
+    shutil.copy(os.path.join(inputs.fixtures, CLEAN), os.path.join(app, "libomp.dylib"))
+    document = reports.run("check: --app, --min-macos, --arch", "check", "--no-contract", "--app", app,
+                           "--min-macos", "10.15", "--arch", "x86_64", inputs.path(THIN), inputs.path(RPATHS),
+                           inputs.path(WEAK), inputs.path(FAT), status=1)
+    rules = {finding["rule"] for finding in document.get("findings", [])}
+    expect({"library-not-loaded", "symbol-not-found", "min-macos", "arch-missing"} <= rules,
+           "check --app: each rule of the application and the targets", sorted(rules))
+    expect(document.get("app_checks"), "check --app: each slice's load")
 
 
 def error_kinds(document):

@@ -126,14 +126,18 @@ def as_result(finding):
     message = finding["message"] + (f". Repair: {finding['repair']}" if finding["repair"] else "")
     return {"ruleId": finding["rule"], "level": "error", "message": {"text": message}, "locations": [location],
             "repair": finding["repair"], "dylib": finding["dylib"], "rpath": finding["rpath"],
-            "symbols": finding["symbols"]}
+            "symbols": finding["symbols"], "symbol": finding["symbol"] or None,
+            "expectedIn": finding["expected_in"] or None, "neededBy": finding["needed_by"] or None,
+            "tried": finding["tried"] or None}
 
 
 def result_view(result):
     properties = result.get("properties", {})
     return {"ruleId": result["ruleId"], "level": result["level"], "message": result["message"],
             "locations": result["locations"], "repair": properties.get("repair"), "dylib": properties.get("dylib"),
-            "rpath": properties.get("rpath"), "symbols": properties.get("symbols")}
+            "rpath": properties.get("rpath"), "symbols": properties.get("symbols"), "symbol": properties.get("symbol"),
+            "expectedIn": properties.get("expectedIn"), "neededBy": properties.get("neededBy"),
+            "tried": properties.get("tried")}
 
 
 URI_CHARACTERS = re.compile(r"^[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]*$")
@@ -194,7 +198,19 @@ def main(argv):
                     os.path.join(models, "model.pte"), "hash"], check=True)
     write(os.path.join(models, "machofix.toml"), 'provided = "@rpath/libomp.dylib"\nrequired = "libomp.dylib"\n'
           'forbid = "*omp*"\n')
+    # The application's rules, by a contract of their own: an application (a directory
+    # of libraries whose libomp.dylib is another library, exporting none of libomp's
+    # symbols) and the targets.
+    app = os.path.join(work, "app")
+    os.makedirs(app)
+    shutil.copyfile(os.path.join(fixtures, "contract_clean_arm64_chained.in"), os.path.join(app, "libomp.dylib"))
+    in_app = os.path.join(models, "in_app")
+    os.makedirs(in_app)
+    for name in ("aoti_metal_arm64_chained.in", "contract_rpaths_arm64_chained.in"):
+        shutil.copyfile(os.path.join(fixtures, name), os.path.join(in_app, name))
+    write(os.path.join(in_app, "machofix.toml"), 'app = "../../app"\nmin_macos = "10.15"\narch = "x86_64"\n')
     inputs = sorted(os.path.join("models", name) for name in os.listdir(models) if not name.endswith(".toml"))
+    # (models/in_app is a directory: check walks it)
 
     status, document, findings = both_reports(machofix, work, inputs)
     errors = sorted(validator.iter_errors(document), key=lambda error: list(error.path))
@@ -210,9 +226,10 @@ def main(argv):
     driver = run_["tool"]["driver"]
     ids = [rule["id"] for rule in driver["rules"]]
     expect(ids == ["unused-dependency", "absolute-install-name", "absolute-rpath", "duplicate-rpath",
-                   "unprovided-dependency", "weak-required-dependency", "forbidden-dependency"]
+                   "unprovided-dependency", "weak-required-dependency", "forbidden-dependency", "min-macos",
+                   "arch-missing", "library-not-loaded", "symbol-not-found"]
            and all(rule["shortDescription"]["text"] and rule["help"]["text"] for rule in driver["rules"]),
-           "the driver lists the seven rules, each with its reason and help", str(ids))
+           "the driver lists the eleven rules, each with its reason and help", str(ids))
     expect(driver["name"] == "machofix" and run_["originalUriBaseIds"]["%SRCROOT%"]["uri"] == f"file://{work}/",
            "the driver is machofix; %SRCROOT% is the current directory")
     rules_found = {finding["rule"] for finding in findings}
