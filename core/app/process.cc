@@ -7,6 +7,7 @@
 #include "core/app/bundle.h"
 #include "core/app/dyld.h"
 #include "core/format/fat.h"
+#include "core/format/macho_format.h"
 #include "core/io/file_io.h"
 
 namespace machofix {
@@ -57,7 +58,7 @@ App::App(AppOptions options) : options_(std::move(options)) {
   for (const std::string& arch : archs_) {
     OpenedLibrary opened = files_.open(executable_, arch, 0);
     if (!opened.image) continue;  // a 32-bit slice, say: that process is never asked for
-    if (opened.image->filetype != 2)  // MH_EXECUTE
+    if (opened.image->filetype != macho::MH_EXECUTE)
       throw Error("not a Mach-O executable: give the application's executable, its .app bundle, or a directory of its "
                   "libraries").in_file(executable_);
   }
@@ -72,12 +73,11 @@ const Process* App::launched(const std::string& arch) {
   launching->arch = arch;
   SearchRoots roots{root_, options_.sysroot};
   ProcessImage main;
-  main.launched = true;
   main.local = true;
   if (executable_.empty()) {
     // A directory of libraries: an executable in it whose LC_RPATH is the directory.
     directory_executable_.rpaths = {root_};
-    directory_executable_.filetype = 2;  // MH_EXECUTE
+    directory_executable_.filetype = macho::MH_EXECUTE;
     directory_executable_.exports_known = false;
     main.path = root_ + "/<executable>";
     main.image = &directory_executable_;
@@ -98,7 +98,7 @@ const Process* App::launched(const std::string& arch) {
   // what it loads, in name order.
   for (const std::string& path : library_directory_files_) {
     OpenedLibrary opened = files_.open(path, arch, launching->platform);
-    if (!opened.image || opened.image->filetype != 6) continue;
+    if (!opened.image || opened.image->filetype != macho::MH_DYLIB) continue;
     ProcessImage image;
     image.path = path;
     image.image = opened.image;
@@ -108,7 +108,6 @@ const Process* App::launched(const std::string& arch) {
     launching->images.push_back(std::move(image));
     dyld.load_dependents(launching->images.size() - 1);
   }
-  for (ProcessImage& image : launching->images) image.launched = true;
   process = std::move(launching);
   return process.get();
 }
@@ -122,7 +121,7 @@ ModelLoad App::load_model(const ModelSlice& model) {
   size_t missing_at_launch = process.missing.size();
   LibraryImage image;
   image.install_name = model.install_name;
-  image.filetype = 6;  // MH_DYLIB
+  image.filetype = macho::MH_DYLIB;
   image.dependencies = model.dependencies;
   image.rpaths = model.rpaths;
   image.build_targets = model.build_targets;

@@ -40,7 +40,6 @@ struct ProcessImage {
   std::vector<std::optional<size_t>> dependents;
   std::optional<size_t> loaded_by;  // whose dependency it was first: the rpath chain goes up it
   bool hidden_from_flat = false;    // the dlopen()ed model itself (RTLD_LOCAL)
-  bool launched = false;            // loaded with the application, before any model
   bool local = false;               // a file of the application here (not the sysroot's, the system's, the model)
   const std::string& install_name() const;
 };
