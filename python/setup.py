@@ -8,6 +8,9 @@ Python version).
                              a relative path is taken from this directory). When it
                              is the default and holds no executable yet, CMake
                              configures and builds it first (pip install from a clone).
+    MACHOFIX_LICENCE_DIR     a directory of licences of what the binaries link in
+                             statically (a release's licences/), carried as
+                             machofix/_bin/licences/.
     MACHOFIX_WHEEL_PLATFORM  the platform tag, e.g. macosx_11_0_arm64 for binaries
                              cross-built for macOS (also: bdist_wheel --plat-name).
                              Default, for ELF binaries: manylinux_2_Y_ARCH when they
@@ -129,6 +132,14 @@ def strip_debug_information(path):
     with open(path, "rb") as handle:
         if handle.read(4) != b"\x7fELF":
             return
+    # A binary without debug information (a release's) is carried byte for byte as
+    # built: strip would still rewrite its layout.
+    try:
+        sections = subprocess.run(["objdump", "-h", path], capture_output=True, text=True).stdout
+    except OSError:
+        return
+    if ".debug_" not in sections:
+        return
     before = os.path.getsize(path)
     if shutil.which("strip") and subprocess.run(["strip", "--strip-debug", path]).returncode == 0:
         log(f"{os.path.basename(path)}: debug information left out ({before} -> {os.path.getsize(path)} bytes)")
@@ -145,6 +156,9 @@ class build_py_with_binaries(build_py):
         for path in binaries():
             log(f"carries {path}")
             strip_debug_information(shutil.copy2(path, target))
+        licences = os.environ.get("MACHOFIX_LICENCE_DIR")
+        if licences:
+            shutil.copytree(licences, os.path.join(target, "licences"))
 
 
 class BinaryDistribution(Distribution):

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Checks the macOS release that scripts/build_macos.sh made, with machofix itself
+# Checks the macOS archive that scripts/build_release.sh made, with machofix itself
 # (the Linux build) and with LLVM's tools as the independent reader:
 #
 #   scripts/check_macos_release.sh OUTDIR/machofix-VERSION-macos.tar.gz [MACHOFIX]
-#   scripts/check_macos_release.sh --build OUTDIR [MACHOFIX]   (scripts/build_macos.sh first: CI)
+#   scripts/check_macos_release.sh --build OUTDIR [MACHOFIX]   (builds the macOS targets first)
 #
 # For the executable and the LIEF reader, universal and each thin slice:
 #   - llvm-lipo-16: the universal files hold exactly arm64 and x86_64;
@@ -21,8 +21,8 @@ usage="usage: $0 RELEASE.tar.gz [MACHOFIX] | --build OUTDIR [MACHOFIX]"
 if [ "${1:-}" = --build ]; then
   [ $# -ge 2 ] && [ $# -le 3 ] || { echo "$usage" >&2; exit 2; }
   build_start=$(date +%s)
-  "$repo/scripts/build_macos.sh" "$2"
-  echo "check_macos_release: scripts/build_macos.sh took $(($(date +%s) - build_start)) s"
+  "$repo/scripts/build_release.sh" "$2" macos-aarch64 macos-x86_64
+  echo "check_macos_release: scripts/build_release.sh took $(($(date +%s) - build_start)) s"
   version=$(sed -n 's/^project(machofix VERSION \([0-9.]*\).*/\1/p' "$repo/CMakeLists.txt")
   set -- "$2/machofix-$version-macos.tar.gz" "${@:3}"
 fi

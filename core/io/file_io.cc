@@ -11,6 +11,7 @@
 #include <linux/fs.h>
 #include <sys/ioctl.h>
 #include <sys/sendfile.h>
+#include <sys/syscall.h>
 #endif
 
 #include <algorithm>
@@ -32,6 +33,19 @@
 namespace machofix {
 
 namespace {
+
+#ifdef __linux__
+// glibc has a copy_file_range wrapper from 2.27 on; a release binary is built for
+// glibc 2.17 (the manylinux2014 floor), so it makes the system call itself. Kernels
+// before 4.5 answer ENOSYS, and the copy falls back to pread and write.
+ssize_t copy_file_range_call(int in_fd, loff_t* in_offset, int out_fd, loff_t* out_offset, size_t length) {
+#if __GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 27)
+  return copy_file_range(in_fd, in_offset, out_fd, out_offset, length, 0);
+#else
+  return syscall(SYS_copy_file_range, in_fd, in_offset, out_fd, out_offset, length, 0u);
+#endif
+}
+#endif
 
 std::string directory_of(const std::string& path) {
   size_t slash = path.rfind('/');
@@ -317,7 +331,7 @@ void AtomicOutput::copy_range(int in_fd, uint64_t in_offset, uint64_t out_offset
 #ifdef __linux__
   while (length > 0) {
     loff_t from = static_cast<loff_t>(in_offset), to = static_cast<loff_t>(out_offset);
-    ssize_t copied = retry_on_eintr([&] { return copy_file_range(in_fd, &from, fd_.get(), &to, length, 0); });
+    ssize_t copied = retry_on_eintr([&] { return copy_file_range_call(in_fd, &from, fd_.get(), &to, length); });
     if (copied < 0 && (errno == EXDEV || errno == ENOSYS || errno == EOPNOTSUPP || errno == EINVAL)) break;
     if (copied < 0) fail_system("cannot write the output", target_);
     if (copied == 0) break;  // the source is shorter than it was: caught by the fallback

