@@ -33,16 +33,7 @@ python=/usr/bin/python3  # Debian's, for reading the JSON reports
 work=$(mktemp -d "${TMPDIR:-/tmp}/machofix-check-macos.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-passed=0
-failed=0
-pass() { passed=$((passed + 1)); echo "  ok: $*"; }
-failure() { failed=$((failed + 1)); echo "  FAILED: $*"; }
-# expect DESCRIPTION COMMAND...: the command must succeed.
-expect() {
-  local what=$1
-  shift
-  if "$@" >"$work/out" 2>&1; then pass "$what"; else failure "$what"; sed 's/^/    /' "$work/out" | tail -n 20; fi
-}
+source "$repo/scripts/release/expect.sh"
 
 tar -xzf "$tarball" -C "$work"
 release=$(find "$work" -mindepth 1 -maxdepth 1 -type d -name 'machofix-*-macos')

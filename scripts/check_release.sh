@@ -56,16 +56,7 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-passed=0
-failed=0
-pass() { passed=$((passed + 1)); echo "  ok: $*"; }
-failure() { failed=$((failed + 1)); echo "  FAILED: $*"; }
-# expect DESCRIPTION COMMAND...: the command must succeed.
-expect() {
-  local what=$1
-  shift
-  if "$@" >"$work/out" 2>&1; then pass "$what"; else failure "$what"; sed 's/^/    /' "$work/out" | tail -n 20; fi
-}
+source "$repo/scripts/release/expect.sh"
 
 source "$repo/scripts/release/checks.sh"
 
