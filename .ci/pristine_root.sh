@@ -150,8 +150,8 @@ root_run() {
 
 # COMMAND run like root_run, with the host's ~/.cache/machofix/NAME bound into the root
 # at the same path (and MACHOFIX_CACHE_DIR pointing there) for this command only: the
-# macOS cross-build's downloads and libraries built from source take 33 minutes to
-# make, 6 once cached. The README's commands run without it.
+# release cross-build's downloads and libraries built from source take most of an
+# hour to make (docs/release.md, Timings). The README's commands run without it.
 root_run_with_host_cache() {
   local cache=${XDG_CACHE_HOME:-$HOME/.cache}/machofix name=$1 status=0
   shift
