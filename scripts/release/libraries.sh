@@ -47,10 +47,14 @@ apt_update_once() {
 }
 
 # Downloads NAME=VERSION's source package into the cache (once) and checks its .dsc.
+# Where NAME=VERSION's .dsc is kept in the cache (the epoch is not in its file name).
+dsc_of() { echo "$cache/src/$1/${1}_${2#*:}.dsc"; }
+
 fetch_debian_source() {
   local name=$1 debian_version=$2 dsc_sha256=$3
   local dir=$cache/src/$name
-  local dsc=$dir/${name}_${debian_version#*:}.dsc
+  local dsc
+  dsc=$(dsc_of "$name" "$debian_version")
   if [ ! -f "$dsc" ] || [ "$(sha256_of "$dsc")" != "$dsc_sha256" ]; then
     say "fetching the Debian source package $name $debian_version"
     apt_update_once
@@ -58,7 +62,6 @@ fetch_debian_source() {
     (cd "$dir" && logged "$work/apt-source-$name.log" apt_private source --download-only "$name=$debian_version")
   fi
   [ "$(sha256_of "$dsc")" = "$dsc_sha256" ] || die "$dsc: sha256 $(sha256_of "$dsc"), expected $dsc_sha256"
-  echo "$dsc"
 }
 
 # Extracts the checked .dsc with Debian's patches applied; dpkg-source checks every
@@ -199,7 +202,7 @@ fetch_all_sources() {
   local entry name debian_version dsc_sha256
   for entry in "${DEBIAN_SOURCES[@]}" "$OPENSSL_SOURCE"; do
     read -r name debian_version dsc_sha256 <<<"$entry"
-    fetch_debian_source "$name" "$debian_version" "$dsc_sha256" >/dev/null
+    fetch_debian_source "$name" "$debian_version" "$dsc_sha256"
   done
 }
 
@@ -217,7 +220,8 @@ build_debian_libraries() {
     key=$( (echo "$dsc_sha256 $(zig_triple "$target") zig-$ZIG_VERSION"; declare -f "$(recipe_of "$name")") | sha256sum | cut -c1-16)
     part=$cache/parts/$name-$target-$key
     if ! up_to_date "$part" "$key"; then
-      local dsc=$cache/src/$name/${name}_${debian_version#*:}.dsc
+      local dsc
+      dsc=$(dsc_of "$name" "$debian_version")
       say "building $name $debian_version for $target"
       local t0=$(date +%s)
       extract_debian_source "$dsc" "$work/src-$name-$target"
