@@ -80,6 +80,7 @@ logged() {
 source "$repo/scripts/release/toolchain.sh"
 source "$repo/scripts/release/libraries.sh"
 source "$repo/scripts/release/package.sh"
+source "$repo/scripts/release/packages.sh"
 
 for target in "${targets[@]}"; do
   [[ " ${ALL_TARGETS[*]} " == *" $target "* ]] || die "unknown target $target (known: ${ALL_TARGETS[*]})"
@@ -89,18 +90,6 @@ done
 for tool in npm apt-get cmake ninja flatc llvm-lipo-16 pkg-config; do
   command -v "$tool" >/dev/null || die "$tool is missing: run scripts/setup.sh first"
 done
-# Installs the Debian packages named that are missing (as root, or with sudo).
-install_missing_packages() {
-  local missing=() package sudo=""
-  for package in "$@"; do
-    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
-  done
-  ((${#missing[@]})) || return 0
-  say "installing ${missing[*]}"
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  $sudo apt-get update -q >/dev/null
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
-}
 # What the cross-build needs beyond scripts/setup.sh's packages: dpkg-source, make
 # (xz's, zstd's and OpenSSL's builds), git (LIEF's CMakeLists looks for it), perl
 # (OpenSSL's Configure and assembly), the wheel package (bdist_wheel).

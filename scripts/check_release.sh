@@ -44,17 +44,9 @@ trap 'rm -rf "$work"' EXIT
 
 # What the checks run: Debian's qemu-user-static, libc6-arm64-cross (the aarch64
 # glibc qemu loads), binutils for aarch64, python3-venv, ruby (ruby -c).
-missing=()
-for package in qemu-user-static libc6-arm64-cross binutils-aarch64-linux-gnu python3-venv python3-pip unzip ruby; do
-  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
-done
-if ((${#missing[@]})); then
-  echo "check_release: installing ${missing[*]}"
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  $sudo apt-get update -q >/dev/null
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
-fi
+say() { echo "check_release: $*"; }
+source "$repo/scripts/release/packages.sh"
+install_missing_packages qemu-user-static libc6-arm64-cross binutils-aarch64-linux-gnu python3-venv python3-pip unzip ruby
 
 source "$repo/scripts/release/expect.sh"
 
