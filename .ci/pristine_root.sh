@@ -3,17 +3,26 @@
 #   root_create                bootstrap (or unpack the cached bootstrap), machine config, copy the sources
 #   root_check_unprivileged    setup.sh as a user without root or sudo: one sentence, a failure
 #   root_run COMMAND...        COMMAND in the checkout inside the root, as root, clean environment
-#   root_run_with_host_cache NAME COMMAND...   the same, with the host's ~/.cache/machofix/NAME
 #   root_destroy               (on every exit path) stop what runs inside, unmount, delete
 # Needs root on the host (chroot, mount). Environment:
 #   MACHOFIX_CI_WORK   where the root is made (default /var/tmp; needs ~15 GB free)
 #   MACHOFIX_CI_KEEP_ROOT=1   keep the root after the run, to look inside
+#   XDG_CACHE_HOME     an empty directory here gives a cold run (docs/release.md, Timings)
 #
-# The cache: the bare result of mmdebstrap (nothing installed into it yet) as a tarball
-# in ~/.cache/machofix/ci/, named after a hash of everything that determines it
-# (suite, variant, sources, architecture, mmdebstrap's version) and rebuilt once it is
-# a week old so that the base packages do not drift far from Debian's. Each run
-# unpacks it into a new directory, so the cached copy is never modified.
+# The caches, in ~/.cache/machofix/ci/ on the host:
+#  - the bare result of mmdebstrap (nothing installed into it yet) as a tarball, named
+#    after a hash of everything that determines it (suite, variant, sources,
+#    architecture, mmdebstrap's version) and rebuilt once it is a week old so that the
+#    base packages do not drift far from Debian's. Each run unpacks it into a new
+#    directory, so the cached copy is never modified;
+#  - what a run downloads or compiles that the next run on this machine would do again
+#    the same way, bound into each new root (root_persistent_dirs): apt's downloaded
+#    packages and lists, and root's ~/.cache in the root (ccache's objects, the npm
+#    corpus, the linker-made fixtures, the release's toolchain, sources and libraries).
+#    None of them decides what is installed or built: setup.sh still installs every
+#    package into the bare root, and each cache checks what it hands out (apt its
+#    packages' hashes, ccache its inputs' hashes, the others their pinned sums or
+#    their inputs' hash).
 
 root_suite=bookworm
 root_sources=(
@@ -23,8 +32,13 @@ root_sources=(
 )
 root_cache_dir=${XDG_CACHE_HOME:-$HOME/.cache}/machofix/ci
 root_cache_days=7
+# NAME:PATH: the host's $root_cache_dir/persistent/NAME is bound at PATH in the root
+# (and root's ~/.cache in the root, root_mount_persistent).
+root_persistent_dirs=(
+  apt-archives:/var/cache/apt/archives
+  apt-lists:/var/lib/apt/lists
+)
 root_checkout=/src/machofix  # the sources' ../shared is /src/shared, as beside a clone
-root_extra_env=()            # VARIABLE=VALUE given to root_run's command besides the clean set
 root_path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 root=""
 
@@ -124,7 +138,20 @@ root_create() {
     root_log "NOTE: no ../shared beside this clone or its origin: the tests that need the ExecuTorch samples will say they are skipped"
   fi
   root_mount proc proc /proc && root_mount sysfs sysfs /sys && root_mount bind /dev /dev &&
-    root_mount bind /dev/pts /dev/pts && root_mount tmpfs tmpfs /dev/shm
+    root_mount bind /dev/pts /dev/pts && root_mount tmpfs tmpfs /dev/shm && root_mount_persistent
+}
+
+# The caches a run leaves to the next (see the top). apt keeps what it downloads
+# (Binary::apt::APT::Keep-Downloaded-Packages is true unless configured otherwise; the
+# bare root configures nothing).
+root_mount_persistent() {
+  local entry source target
+  for entry in "${root_persistent_dirs[@]}" "root-home-cache:$(root_home root)/.cache"; do
+    source=$root_cache_dir/persistent/${entry%%:*}
+    target=${entry#*:}
+    mkdir -p "$source" "$root$target" && root_mount bind "$source" "$target" || return
+  done
+  root_log "caches of earlier runs: $(du -sh "$root_cache_dir/persistent" 2>/dev/null | cut -f1) in $root_cache_dir/persistent"
 }
 
 # USER's home directory inside the root.
@@ -143,24 +170,9 @@ root_run() {
   # In the background, so that a signal to .ci/run is handled at once (its trap
   # then stops what runs inside), not once the command is over.
   chroot --userspec="$user:$user" "$root" /usr/bin/env -i PATH="$root_path" HOME="$home" LANG=C.UTF-8 \
-    $(env | grep -E '^MACHOFIX_CI_[A-Z_]+=' || true) "${root_extra_env[@]}" \
+    $(env | grep -E '^MACHOFIX_CI_[A-Z_]+=' || true) \
     /bin/bash -c 'cd "$1" && shift && "$@"' bash "$checkout" "$@" &
   wait $!
-}
-
-# COMMAND run like root_run, with the host's ~/.cache/machofix/NAME bound into the root
-# at the same path (and MACHOFIX_CACHE_DIR pointing there) for this command only: the
-# release cross-build's downloads and libraries built from source take most of an
-# hour to make (docs/release.md, Timings). The README's commands run without it.
-root_run_with_host_cache() {
-  local cache=${XDG_CACHE_HOME:-$HOME/.cache}/machofix name=$1 status=0
-  shift
-  mkdir -p "$cache/$name" "$root$cache/$name" && root_mount bind "$cache/$name" "$cache/$name" || return
-  root_extra_env=(MACHOFIX_CACHE_DIR="$cache")
-  root_run "$@" || status=$?
-  root_extra_env=()
-  umount "$root$cache/$name" || umount --lazy "$root$cache/$name"
-  return $status
 }
 
 # Before anything is installed: a user who is neither root nor has sudo gets one

@@ -63,20 +63,16 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/machofix-release.XXXXXX")
 # The logs stay when the build fails.
 trap 'status=$?; if [ "$status" = 0 ]; then rm -rf "$work"; else echo "build_release: logs in $work" >&2; fi' EXIT
 export ZIG_GLOBAL_CACHE_DIR="$cache/zig-cache" ZIG_LOCAL_CACHE_DIR="$cache/zig-cache"
+# ccache (CMake's launcher where it is installed) knows a compiler by its file: here a
+# zig wrapper, written anew on every run (so by its content, not its mtime), which
+# runs clang.
+export CCACHE_COMPILERCHECK=content CCACHE_COMPILERTYPE=clang
 # Archives and wheels with fixed times: the same inputs give the same bytes.
 export SOURCE_DATE_EPOCH=315532800
 started=$(date +%s)
 
-say() { echo "build_release: $*" >&2; }
-die() { echo "build_release: $*" >&2; exit 1; }
-sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
-# Runs a command with its output in a log, shown only when it fails.
-logged() {
-  local log=$1
-  shift
-  "$@" >"$log" 2>&1 || { tail -n 60 "$log" >&2; die "failed: $* (log: $log)"; }
-}
-
+source "$repo/scripts/release/common.sh"
+source "$repo/scripts/release/pins.sh"
 source "$repo/scripts/release/toolchain.sh"
 source "$repo/scripts/release/libraries.sh"
 source "$repo/scripts/release/package.sh"

@@ -16,6 +16,8 @@ fi
 debian_packages=(
   # the build
   cmake ninja-build g++ pkg-config
+  # a compiler cache: a second build of the same sources compiles nothing again
+  ccache
   liblief-dev libcli11-dev libspdlog-dev doctest-dev
   libflatbuffers-dev flatbuffers-compiler libssl-dev
   # header-only: the contract file's TOML parser, the SARIF report's JSON
