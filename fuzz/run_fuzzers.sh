@@ -42,8 +42,12 @@ dictionary() {
 }
 
 echo "run_fuzzers: building in $build"
-CC=${CC:-clang-16} CXX=${CXX:-clang++-16} cmake -S "$root" -B "$build" -G Ninja -DMACHOFIX_FUZZ=ON -DMACHOFIX_TESTS=OFF \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# A build configured with the fuzzers already (scripts/ci_extra.sh's sanitizer build,
+# which runs the test suite too) is used as it is.
+if ! grep -qs '^MACHOFIX_FUZZ:BOOL=ON$' "$build/CMakeCache.txt"; then
+  CC=${CC:-clang-16} CXX=${CXX:-clang++-16} cmake -S "$root" -B "$build" -G Ninja -DMACHOFIX_FUZZ=ON -DMACHOFIX_TESTS=OFF \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+fi
 cmake --build "$build" --target fuzzers
 
 seeds=$build/fuzz-seeds
