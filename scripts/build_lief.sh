@@ -19,10 +19,13 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 prefix=$1
 shift
 
-LIEF_VERSION=0.9.0
-LIEF_TARBALL_SHA256=a3ace799fd17faac5c7cf696867e4458ca7ce4c310c4fefe44542d7970d82c24
-# sha256 of `sha256sum` of every file, sorted by path (tree_sha256 below).
-LIEF_TREE_SHA256=4d9c0ac07646f781530703b40fa111d80af519c7e75a09f84827149a4374e622
+# The pins (pins.lock): the tarball's sha256, and the sha256 of `sha256sum` of every
+# extracted file, sorted by path (tree_sha256 below).
+source "$repo/scripts/release/pins.sh"
+LIEF_VERSION=$(pin_field 1 tarball LIEF)
+LIEF_TARBALL_SHA256=$(pin_field 2 tarball LIEF)
+LIEF_TREE_SHA256=$(pin_field 2 tree LIEF)
+[ "$(pin_field 1 tree LIEF)" = "$LIEF_VERSION" ] || { echo "build_lief: pins.lock: LIEF's tarball and tree differ in version" >&2; exit 1; }
 LIEF_URL=https://github.com/lief-project/LIEF/archive/refs/tags/$LIEF_VERSION.tar.gz
 cache="${MACHOFIX_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/machofix}/lief"
 jobs="${MACHOFIX_JOBS:-2}"

@@ -50,6 +50,7 @@ install_missing_packages qemu-user-static libc6-arm64-cross binutils-aarch64-lin
 
 source "$repo/scripts/release/expect.sh"
 
+source "$repo/scripts/release/pins.sh"
 source "$repo/scripts/release/checks.sh"
 
 echo "check_release: $outdir"

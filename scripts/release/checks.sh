@@ -49,7 +49,7 @@ check_linux_archive() {
   tar -xzf "$outdir/machofix-$version-linux-$arch.tar.gz" -C "$dir"
   local release=$dir/machofix-$version-linux-$arch
   expect "README.md and licences shipped" test -s "$release/README.md" -a -s "$release/licences/README" \
-    -a -s "$release/licences/LIEF.txt" -a -s "$release/licences/openssl.copyright"
+    -a -s "$release/licences/LIEF.txt" -a -s "$release/licences/openssl.copyright" -a -s "$release/LICENSE" -a -s "$release/licences/machofix.txt"
   [ "$arch" = x86_64 ] && machine="Advanced Micro Devices X86-64" || machine=AArch64
   local file
   for file in "$release/bin/machofix" "$release/lib/machofix/machofix-lief.so"; do
@@ -189,8 +189,8 @@ check_source_and_formula() {
   expect "Formula/machofix.rb: ruby -c" ruby -c "$repo/Formula/machofix.rb"
   expect "machofix.rb: the url's sha256 is machofix-$version.tar.gz's" \
     grep -qx "  sha256 \"$(sha256sum "$archive" | cut -d' ' -f1)\"" "$formula"
-  expect "machofix.rb: the LIEF resource's sha256 is the one scripts/build_lief.sh pins" \
-    grep -qx "    sha256 \"$(sed -n 's/^LIEF_TARBALL_SHA256=//p' "$repo/scripts/build_lief.sh")\"" "$formula"
+  expect "machofix.rb: the LIEF resource's sha256 is the one pins.lock pins" \
+    grep -qx "    sha256 \"$(pin_field 2 tarball LIEF)\"" "$formula"
   expect "machofix.rb: Formula/machofix.rb but for that sha256" \
     bash -c 'diff <(grep -v "^  sha256 " "$1") <(grep -v "^  sha256 " "$2")' _ "$repo/Formula/machofix.rb" "$formula"
 }

@@ -10,18 +10,17 @@
 # it), and built once per target into its own part of the cache, keyed by the .dsc,
 # the target, the toolchain and the recipe.
 
-# Debian 12 source packages: name, version, sha256 of the .dsc.
-DEBIAN_SOURCES=(
-  "zlib 1:1.2.13.dfsg-1 3fa1e6b2fc525062aa88207dda52fed8e045373c809d362fe8a2bfbf7cf515a8"
-  "bzip2 1.0.8-5 ed9c40f4de3f9e064535e15eac1c61a0f606763db98f4579dbc04067b94a8944"
-  "xz-utils 5.4.1-1+deb12u2 bffc9917562b5787661379621bb1f7510bf7271b03d8ce4181cebc84b90d3c35"
-  "libzstd 1.5.4+dfsg2-5 8f602f92b575aa8b5e979196fb6ee82d78f233521dc9636526d3ecba1f63c1b1"
-  "libarchive 3.6.2-1+deb12u5 aa86e919d6899ed11cc78c812d25a99b0493cbcc0e89b303507bf66d7dbda216"
-  "yaml-cpp 0.7.0+dfsg-8 94bd9098d501f91c2570c8e8cb98d46bc6de7627c30e9f94ebb39dc0cd2d65c2"
-  "libplist 2.2.0-6 e15e69019c1665f6480e4567e91b87f8e4e22feb0c50947c57f2289041a1b578"
-)
-# Linux only: SHA through OpenSSL's libcrypto (macOS has CommonCrypto).
-OPENSSL_SOURCE="openssl 3.0.17-1~deb12u2 8eff0f04976f65df9a00507f286c18f42644d73124e3844258f037ff47c4f6cf"
+# Debian 12 source packages (pins.lock): "name version sha256-of-the-.dsc", for every
+# target, and for Linux only (SHA through OpenSSL's libcrypto; macOS has CommonCrypto).
+mapfile -t DEBIAN_SOURCES < <(debian_pins all)
+mapfile -t LINUX_SOURCES < <(debian_pins linux)
+((${#DEBIAN_SOURCES[@]} && ${#LINUX_SOURCES[@]})) || die "pins.lock: no Debian source packages pinned"
+
+# Where Debian's packages come from: settings, so that a mirror can take the place of
+# each (the tests serve them on loopback: tests/release/test_fetch_sources.py).
+DEBIAN_MIRROR=${MACHOFIX_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+DEBIAN_SECURITY_MIRROR=${MACHOFIX_DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
+DEBIAN_SNAPSHOT=${MACHOFIX_DEBIAN_SNAPSHOT:-https://snapshot.debian.org}
 
 # apt-get with a configuration of its own in the cache: deb-src lines for bookworm,
 # its own lists; the machine's sources and state are left alone.
@@ -32,35 +31,47 @@ apt_private() {
     -o APT::Sandbox::User="$(id -un)" "$@"
 }
 
+# Reads Debian's index once per run; fails (no exit) when the archive cannot be read.
 apt_update_once() {
-  [ -n "${apt_updated:-}" ] && return
+  [ -z "${apt_updated:-}" ] || return "$apt_updated"
   local dir=$cache/apt
   mkdir -p "$dir/lists/partial" "$dir/cache/archives/partial"
   local keyring=/usr/share/keyrings/debian-archive-keyring.gpg
   {
-    echo "deb-src [signed-by=$keyring] http://deb.debian.org/debian bookworm main"
-    echo "deb-src [signed-by=$keyring] http://deb.debian.org/debian bookworm-updates main"
-    echo "deb-src [signed-by=$keyring] http://deb.debian.org/debian-security bookworm-security main"
+    echo "deb-src [signed-by=$keyring] $DEBIAN_MIRROR bookworm main"
+    echo "deb-src [signed-by=$keyring] $DEBIAN_MIRROR bookworm-updates main"
+    echo "deb-src [signed-by=$keyring] $DEBIAN_SECURITY_MIRROR bookworm-security main"
   } >"$dir/sources.list"
-  logged "$work/apt-update.log" apt_private update
-  apt_updated=1
+  # apt says "W: Failed to fetch" and goes on: a run that read no index failed.
+  apt_updated=0
+  apt_private update >"$work/apt-update.log" 2>&1 && ! grep -q '^[WE]: Failed to fetch' "$work/apt-update.log" ||
+    apt_updated=1
+  return "$apt_updated"
 }
 
-# Downloads NAME=VERSION's source package into the cache (once) and checks its .dsc.
 # Where NAME=VERSION's .dsc is kept in the cache (the epoch is not in its file name).
 dsc_of() { echo "$cache/src/$1/${1}_${2#*:}.dsc"; }
 
+# Downloads NAME=VERSION's source package into the cache (once) and checks its .dsc:
+# from Debian's archive, else (a version Debian no longer serves, or an archive out of
+# reach) from its snapshot archive. A cold build never fails because Debian moved on.
 fetch_debian_source() {
   local name=$1 debian_version=$2 dsc_sha256=$3
-  local dir=$cache/src/$name
+  local dir=$cache/src/$name log=$work/apt-source-$name.log
   local dsc
   dsc=$(dsc_of "$name" "$debian_version")
   if [ ! -f "$dsc" ] || [ "$(sha256_of "$dsc")" != "$dsc_sha256" ]; then
     say "fetching the Debian source package $name $debian_version"
-    apt_update_once
     rm -rf "$dir" && mkdir -p "$dir"
-    (cd "$dir" && logged "$work/apt-source-$name.log" apt_private source --download-only "$name=$debian_version")
+    if ! { apt_update_once && (cd "$dir" && apt_private source --download-only "$name=$debian_version") >"$log" 2>&1; }; then
+      say "$name $debian_version: not in Debian's archive ($DEBIAN_MIRROR; logs: $work/apt-update.log, $log):" \
+        "from the snapshot archive ($DEBIAN_SNAPSHOT)"
+      rm -rf "$dir" && mkdir -p "$dir"
+      logged "$work/snapshot-$name.log" /usr/bin/python3 "$repo/scripts/release/snapshot_fetch.py" \
+        "$DEBIAN_SNAPSHOT" "$name" "$debian_version" "$dir"
+    fi
   fi
+  [ -f "$dsc" ] || die "$name $debian_version: no $(basename "$dsc") among the files fetched"
   [ "$(sha256_of "$dsc")" = "$dsc_sha256" ] || die "$dsc: sha256 $(sha256_of "$dsc"), expected $dsc_sha256"
 }
 
@@ -200,7 +211,7 @@ build_openssl() {
 # side by side (they would otherwise fetch one package at the same time).
 fetch_all_sources() {
   local entry name debian_version dsc_sha256
-  for entry in "${DEBIAN_SOURCES[@]}" "$OPENSSL_SOURCE"; do
+  for entry in "${DEBIAN_SOURCES[@]}" "${LINUX_SOURCES[@]}"; do
     read -r name debian_version dsc_sha256 <<<"$entry"
     fetch_debian_source "$name" "$debian_version" "$dsc_sha256"
   done
@@ -213,7 +224,7 @@ build_debian_libraries() {
   local prefix=$cache/prefix-$target entry name debian_version dsc_sha256
   mkdir -p "$prefix/include" "$prefix/lib/pkgconfig"
   local sources=("${DEBIAN_SOURCES[@]}")
-  [ "$(target_os "$target")" = linux ] && sources+=("$OPENSSL_SOURCE")
+  [ "$(target_os "$target")" = linux ] && sources+=("${LINUX_SOURCES[@]}")
   for entry in "${sources[@]}"; do
     read -r name debian_version dsc_sha256 <<<"$entry"
     local key part

