@@ -7,7 +7,14 @@ class Machofix < Formula
   homepage "https://github.com/machofix/machofix"
   url "https://github.com/machofix/machofix/releases/download/v0.1.0/machofix-0.1.0.tar.gz"
   sha256 "0000000000000000000000000000000000000000000000000000000000000000"
+  # machofix's own code; LIEF 0.9.0, the resource below, is linked in statically.
+  license all_of: ["BSD-3-Clause", "Apache-2.0"]
   head "https://github.com/machofix/machofix.git", branch: "main"
+
+  livecheck do
+    url :stable
+    strategy :github_latest
+  end
 
   # spdlog, fmt, CLI11, flatbuffers, toml++ and nlohmann-json are compiled in as
   # headers; flatc generates the .pte schema's header.

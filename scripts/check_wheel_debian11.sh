@@ -32,7 +32,11 @@ wheel=$outdir/machofix-$version-py3-none-manylinux2014_x86_64.whl
 [ -f "$wheel" ] || { echo "check_wheel_debian11: no $wheel (scripts/build_release.sh)" >&2; exit 2; }
 
 suite=bullseye
-sources=("deb http://deb.debian.org/debian bullseye main")
+# Debian 11 is served from deb.debian.org until Debian drops it there, then from the
+# archive server, whose Release files are past their Valid-Until (their signatures
+# are still checked): the mirrors are tried in turn (MACHOFIX_DEBIAN11_MIRRORS,
+# space-separated base URLs).
+read -r -a mirrors <<<"${MACHOFIX_DEBIAN11_MIRRORS:-http://deb.debian.org/debian http://archive.debian.org/debian}"
 packages=python3,python3-venv,python3-pip
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/machofix/ci
 root=$(mktemp -d "${MACHOFIX_CI_WORK:-/var/tmp}/machofix-debian11.XXXXXX")
@@ -51,15 +55,23 @@ failure() { failed=$((failed + 1)); echo "  FAILED: $*"; }
 
 command -v mmdebstrap >/dev/null ||
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends mmdebstrap >/dev/null
-key=$( (mmdebstrap --version; echo "$suite minbase $packages"; printf '%s\n' "${sources[@]}") | sha256sum | cut -c1-16)
+# The same packages whichever mirror serves them: the key names no mirror.
+key=$( (mmdebstrap --version; echo "$suite minbase $packages") | sha256sum | cut -c1-16)
 tarball=$cache/debian11-$key.tar
 mkdir -p "$cache"
-if [ -z "$(find "$tarball" -mtime -7 2>/dev/null)" ]; then
-  echo "check_wheel_debian11: bootstrapping Debian 11 (mmdebstrap; log: $tarball.log)"
-  mmdebstrap --mode=root --variant=minbase --include="$packages" --format=tar "$suite" "$tarball.partial" \
-    "${sources[@]}" >"$tarball.log" 2>&1 || { tail -n 20 "$tarball.log"; exit 1; }
-  mv "$tarball.partial" "$tarball"
-fi
+bootstrap() {
+  local mirror
+  : >"$tarball.log"
+  for mirror in "${mirrors[@]}"; do
+    echo "check_wheel_debian11: bootstrapping Debian 11 from $mirror (mmdebstrap; log: $tarball.log)"
+    mmdebstrap --mode=root --variant=minbase --include="$packages" --format=tar \
+      --aptopt='Acquire::Check-Valid-Until "false"' "$suite" "$tarball.partial" "deb $mirror $suite main" \
+      >>"$tarball.log" 2>&1 && mv "$tarball.partial" "$tarball" && return 0
+  done
+  tail -n 20 "$tarball.log"
+  return 1
+}
+[ -n "$(find "$tarball" -mtime -7 2>/dev/null)" ] || bootstrap || exit 1
 tar --numeric-owner -xf "$tarball" -C "$root"
 for mount in proc dev; do
   if [ $mount = proc ]; then mount -t proc proc "$root/proc"; else mount --bind /dev "$root/dev"; fi

@@ -3,10 +3,17 @@
 # in $work/thin/TARGET. Sourced by scripts/build_release.sh, which defines repo,
 # cache, work, outdir, version, host_machofix, say, die, logged.
 
-# Reproducible archives: fixed owner, order and times.
+# Reproducible archives: fixed owner, order, times and modes (644, or 755 where the
+# owner may execute: the builder's umask decides what the staged files got), and a
+# gzip header with no name or time.
+reproducible_tar_gz() {  # PARENT NAME OUT: PARENT/NAME as OUT
+  tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 --mode=u=rwX,go=rX -C "$1" -cf - "$2" |
+    gzip -n -9 >"$3.part"
+  mv "$3.part" "$3"
+}
+
 write_tarball() {  # DIRECTORY (in $work) -> $outdir/DIRECTORY.tar.gz
-  tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$work" -czf "$outdir/$1.tar.gz.part" "$1"
-  mv "$outdir/$1.tar.gz.part" "$outdir/$1.tar.gz"
+  reproducible_tar_gz "$work" "$1" "$outdir/$1.tar.gz"
   say "wrote $1.tar.gz"
 }
 
@@ -15,7 +22,8 @@ write_tarball() {  # DIRECTORY (in $work) -> $outdir/DIRECTORY.tar.gz
 stage_documents() {
   local stage=$1 target=$2
   mkdir -p "$stage/licences"
-  cp "$repo/README.md" "$stage/"
+  cp "$repo/README.md" "$repo/LICENSE" "$stage/"
+  cp "$repo/LICENSE" "$stage/licences/machofix.txt"  # the wheels carry licences/ only
   cp -r "$repo/docs" "$stage/"  # the README links the manual there
   cp -a "$cache/prefix-$target/share/licenses/." "$stage/licences/"
   cp -a "$cache/prefix-$target/lief/share/licenses/." "$stage/licences/"
@@ -31,7 +39,8 @@ licence_readme() {
   [[ $2 == *Linux* ]] && libraries+="openssl (libcrypto); "
   cat >"$1/licences/README" <<EOF
 machofix $version $2, cross-built on Debian 12 with zig $ZIG_VERSION
-($ZIG_PACKAGE from npm). Linked in statically, with the licence of each:
+($ZIG_PACKAGE from npm). machofix itself: machofix.txt (BSD-3-Clause). Linked in
+statically, with the licence of each:
   LIEF 0.9.0 (reader plugin only): LIEF.txt (the Apache License 2.0); mbedTLS 2.6.0 and
     easyloggingpp 9.94.2, compiled into LIEF: mbedTLS-2.6.0.txt (it names the Apache
     License 2.0, whose text is LIEF.txt), easyloggingpp-9.94.2.txt (MIT)
@@ -93,6 +102,9 @@ make_wheel() {
   rm -rf "$source/python/build" "$source/python"/*.egg-info
   cp "$repo/CMakeLists.txt" "$source/"
   cp "$stage/bin/machofix" "$stage/lib/machofix/machofix-lief.so" "$binaries/"
+  # A wheel records each file's mode: the same whatever the builder's umask and the
+  # checkout's modes.
+  chmod -R u=rwX,go=rX "$source" "$binaries" "$stage/licences"
   logged "$work/wheel-$platform.log" env MACHOFIX_BUILD_DIR="$binaries" MACHOFIX_WHEEL_PLATFORM="$platform" \
     MACHOFIX_LICENCE_DIR="$stage/licences" \
     /usr/bin/python3 -m pip wheel --no-build-isolation --no-deps --no-index "$source/python" -w "$work/wheels-$platform"
@@ -120,9 +132,7 @@ package_source() {
   [ -x "$repo/build/tests/pte_writer" ] || logged "$work/pte_writer.log" cmake --build "$repo/build" --target pte_writer
   logged "$work/sample.log" "$stage/$name/samples/aoti_metal/build.sh" "$work/sample" "$repo/build/tests/pte_writer"
   cp "$work/sample/metal_model.pte" "$stage/$name/samples/aoti_metal/"
-  tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$stage" -cf - "$name" | gzip -n -9 \
-    >"$outdir/$name.tar.gz.part"
-  mv "$outdir/$name.tar.gz.part" "$outdir/$name.tar.gz"
+  reproducible_tar_gz "$stage" "$name" "$outdir/$name.tar.gz"
   say "wrote $name.tar.gz"
   logged "$work/formula.log" "$repo/scripts/release/formula.sh" "$repo/Formula/machofix.rb" "$outdir/$name.tar.gz" \
     "$outdir/machofix.rb"
