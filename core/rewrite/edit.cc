@@ -131,32 +131,32 @@ class Planner {
   EditPlan plan_;
 };
 
-[[noreturn]] void verification_failed(const std::string& problem) {
+[[noreturn]] void edit_verification_failed(const std::string& problem) {
   fail_as(ErrorKind::ProofFailed, "verification of the edited file failed, nothing written: " + problem);
 }
 
 void verify_commands(const EditPlan& plan, const MachO& after) {
   if (after.commands.size() != plan.commands.size())
-    verification_failed(std::to_string(after.commands.size()) + " load commands, not the " +
+    edit_verification_failed(std::to_string(after.commands.size()) + " load commands, not the " +
                         std::to_string(plan.commands.size()) + " planned");
   for (size_t i = 0; i < after.commands.size(); ++i) {
     const std::vector<uint8_t>& planned = plan.commands.bytes(i);
     const LoadCommand& command = after.commands[i];
     if (command.size != planned.size() ||
         std::memcmp(after.bytes.data() + command.offset, planned.data(), planned.size()) != 0)
-      verification_failed("load command " + std::to_string(i) + " is not the planned one");
+      edit_verification_failed("load command " + std::to_string(i) + " is not the planned one");
   }
 }
 
 void verify_imports(const ImportScan& before, const ImportScan& after) {
   if (before.imports.size() != after.imports.size())
-    verification_failed("the number of imports changed from " + std::to_string(before.imports.size()) + " to " +
+    edit_verification_failed("the number of imports changed from " + std::to_string(before.imports.size()) + " to " +
                         std::to_string(after.imports.size()));
   for (size_t i = 0; i < before.imports.size(); ++i) {
     const Import& was = before.imports[i];
     const Import& now = after.imports[i];
     if (was.symbol != now.symbol || was.source != now.source || was.ordinal != now.ordinal || was.weak != now.weak)
-      verification_failed(std::string(import_source_name(was.source)) + " import " + std::string(was.symbol) +
+      edit_verification_failed(std::string(import_source_name(was.source)) + " import " + std::string(was.symbol) +
                           " is not bound as before");
   }
 }
@@ -166,12 +166,12 @@ void verify_imports(const ImportScan& before, const ImportScan& after) {
 void verify_untouched(const MachO& before, uint64_t commands_end, uint64_t area_end, const Bytes& after) {
   auto compare = [&](uint64_t start, uint64_t end) {
     if (auto changed = first_difference(before.bytes.data(), after.data(), start, end))
-      verification_failed("byte at slice offset " + hex(*changed) + " changed outside the load commands");
+      edit_verification_failed("byte at slice offset " + hex(*changed) + " changed outside the load commands");
   };
   compare(0, offsetof(macho::MachHeader64, ncmds));
   compare(offsetof(macho::MachHeader64, flags), sizeof(macho::MachHeader64));
   for (uint64_t at = commands_end; at < area_end; ++at)
-    if (after.data()[at] != 0) verification_failed("byte at slice offset " + hex(at) + " after the load commands is not zero");
+    if (after.data()[at] != 0) edit_verification_failed("byte at slice offset " + hex(at) + " after the load commands is not zero");
   compare(area_end, after.size());
 }
 
@@ -221,7 +221,7 @@ void verify_edit(const MachO& before, const ImportScan& before_scan, const EditP
 
 void verify_edit(const MachO& before, const ImportScan& before_scan, const EditPlan& plan, const Bytes& after,
                  const MachO& reread, const SecondReader& second) {
-  if (after.size() != before.bytes.size()) verification_failed("the slice changed size");
+  if (after.size() != before.bytes.size()) edit_verification_failed("the slice changed size");
   std::vector<uint8_t> spoiled_for_untouched, spoiled_for_lief;  // tests only (proof_seam.h)
   ImportScan reread_scan = scan_imports(reread);
   verify_commands(plan, reread);

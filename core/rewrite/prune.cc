@@ -170,7 +170,7 @@ void apply_prune(const MachO& image, const ImportScan& scan, const PrunePlan& pl
 
 namespace {
 
-[[noreturn]] void verification_failed(const std::string& problem) {
+[[noreturn]] void prune_verification_failed(const std::string& problem) {
   fail_as(ErrorKind::ProofFailed, "verification of the rewritten file failed, nothing written: " + problem);
 }
 
@@ -179,12 +179,12 @@ void verify_dylibs(const MachO& before, const PrunePlan& plan, const MachO& afte
   for (const DylibDecision& decision : plan.decisions)
     if (!decision.remove()) expected.emplace_back(before.dylibs[decision.ordinal - 1].install_name, before.dylibs[decision.ordinal - 1].kind);
   for (const Dylib& dylib : after.dylibs) actual.emplace_back(dylib.install_name, dylib.kind);
-  if (expected != actual) verification_failed("the dependent dylibs are not the planned ones");
+  if (expected != actual) prune_verification_failed("the dependent dylibs are not the planned ones");
 }
 
 void verify_imports(const MachO& before, const ImportScan& before_scan, const MachO& after, const ImportScan& after_scan) {
   if (before_scan.imports.size() != after_scan.imports.size())
-    verification_failed("the number of imports changed from " + std::to_string(before_scan.imports.size()) + " to " +
+    prune_verification_failed("the number of imports changed from " + std::to_string(before_scan.imports.size()) + " to " +
                         std::to_string(after_scan.imports.size()));
   for (size_t i = 0; i < before_scan.imports.size(); ++i) {
     const Import& old_import = before_scan.imports[i];
@@ -193,10 +193,10 @@ void verify_imports(const MachO& before, const ImportScan& before_scan, const Ma
     std::string now = resolve_ordinal(after, new_import.ordinal);
     if (old_import.symbol == new_import.symbol && old_import.source == new_import.source && was == now &&
         old_import.weak != new_import.weak)
-      verification_failed(std::string(import_source_name(old_import.source)) + " import " + std::string(old_import.symbol) +
+      prune_verification_failed(std::string(import_source_name(old_import.source)) + " import " + std::string(old_import.symbol) +
                           (old_import.weak ? " was weak before and is not after" : " was not weak before and is after"));
     if (old_import.symbol != new_import.symbol || old_import.source != new_import.source || was != now)
-      verification_failed(std::string(import_source_name(old_import.source)) + " import " + std::string(old_import.symbol) +
+      prune_verification_failed(std::string(import_source_name(old_import.source)) + " import " + std::string(old_import.symbol) +
                           " bound to " + was + " before and to " + now + " after");
   }
 }
@@ -212,7 +212,7 @@ void verify_untouched(const MachO& before, const ImportScan& scan, const Bytes& 
   uint64_t position = 0;
   auto compare_until = [&](uint64_t end) {
     if (auto changed = first_difference(before.bytes.data(), after.data(), position, end))
-      verification_failed("byte at slice offset " + hex(*changed) + " changed outside any ordinal or load command");
+      prune_verification_failed("byte at slice offset " + hex(*changed) + " changed outside any ordinal or load command");
   };
   for (const auto& [start, end] : allowed) {
     compare_until(start);
@@ -232,7 +232,7 @@ void verify_prune(const MachO& before, const ImportScan& before_scan, const Prun
 
 void verify_prune(const MachO& before, const ImportScan& before_scan, const PrunePlan& plan,
                   const Bytes& after, const MachO& reread, const SecondReader& second) {
-  if (after.size() != before.bytes.size()) verification_failed("the slice changed size");
+  if (after.size() != before.bytes.size()) prune_verification_failed("the slice changed size");
   std::vector<uint8_t> spoiled_for_untouched, spoiled_for_lief;  // tests only (proof_seam.h)
   ImportScan reread_scan = scan_imports(reread);
   verify_dylibs(before, plan, reread);

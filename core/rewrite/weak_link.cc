@@ -178,18 +178,18 @@ void apply_weak_link(const MachO& image, const ImportScan& scan, const std::vect
 
 namespace {
 
-[[noreturn]] void verification_failed(const std::string& problem) {
+[[noreturn]] void weak_link_verification_failed(const std::string& problem) {
   fail_as(ErrorKind::ProofFailed, "verification of the weak-linked file failed, nothing written: " + problem);
 }
 
 void verify_dylibs(const MachO& before, const Targets& targets, const MachO& after) {
-  if (before.dylibs.size() != after.dylibs.size()) verification_failed("the number of dependent dylibs changed");
+  if (before.dylibs.size() != after.dylibs.size()) weak_link_verification_failed("the number of dependent dylibs changed");
   for (size_t i = 0; i < before.dylibs.size(); ++i) {
     const Dylib& was = before.dylibs[i];
     const Dylib& now = after.dylibs[i];
     DylibKind expected = targets.has(was.ordinal) ? DylibKind::Weak : was.kind;
     if (now.install_name != was.install_name || now.kind != expected)
-      verification_failed("dylib " + std::to_string(was.ordinal) + " is " + dylib_kind_name(now.kind) + " " + now.install_name +
+      weak_link_verification_failed("dylib " + std::to_string(was.ordinal) + " is " + dylib_kind_name(now.kind) + " " + now.install_name +
                           ", expected " + dylib_kind_name(expected) + " " + was.install_name);
   }
 }
@@ -198,7 +198,7 @@ template <typename Entry>
 void verify_weakness(const char* what, const std::vector<Entry>& before, const std::vector<Entry>& after, const MachO& image_before,
                      const MachO& image_after, const Targets& targets) {
   if (before.size() != after.size())
-    verification_failed(std::string("the number of ") + what + " changed from " + std::to_string(before.size()) + " to " +
+    weak_link_verification_failed(std::string("the number of ") + what + " changed from " + std::to_string(before.size()) + " to " +
                         std::to_string(after.size()));
   for (size_t i = 0; i < before.size(); ++i) {
     const Entry& was = before[i];
@@ -206,10 +206,10 @@ void verify_weakness(const char* what, const std::vector<Entry>& before, const s
     std::string label = std::string(import_source_name(was.source)) + " import " + std::string(was.symbol);
     if (was.symbol != now.symbol || was.source != now.source ||
         resolve_ordinal(image_before, was.ordinal) != resolve_ordinal(image_after, now.ordinal))
-      verification_failed(label + " changed (" + what + " " + std::to_string(i) + ")");
+      weak_link_verification_failed(label + " changed (" + what + " " + std::to_string(i) + ")");
     bool expected = was.weak || targets.covers(was);
     if (now.weak != expected)
-      verification_failed(label + " from " + resolve_ordinal(image_before, was.ordinal) + (expected ? " is not" : " is") +
+      weak_link_verification_failed(label + " from " + resolve_ordinal(image_before, was.ordinal) + (expected ? " is not" : " is") +
                           " marked weak (" + what + " " + std::to_string(i) + ")");
   }
 }
@@ -227,12 +227,12 @@ void verify_untouched(const MachO& before, const ImportScan& scan, const Targets
   uint64_t position = 0;
   auto compare_until = [&](uint64_t end) {
     if (auto changed = first_difference(before.bytes.data(), after.data(), position, end))
-      verification_failed("byte at slice offset " + hex(*changed) + " changed outside any weak-link edit");
+      weak_link_verification_failed("byte at slice offset " + hex(*changed) + " changed outside any weak-link edit");
   };
   for (const auto& [offset, expected] : edits) {
     compare_until(offset);
     if (after.u8(offset) != expected)
-      verification_failed("byte at slice offset " + hex(offset) + " is " + hex(after.u8(offset)) + ", the weak link makes it " +
+      weak_link_verification_failed("byte at slice offset " + hex(offset) + " is " + hex(after.u8(offset)) + ", the weak link makes it " +
                           hex(expected));
     position = offset + 1;
   }
@@ -250,10 +250,10 @@ void verify_weak_link(const MachO& before, const ImportScan& before_scan, const 
 
 void verify_weak_link(const MachO& before, const ImportScan& before_scan, const std::vector<int>& ordinals,
                       const Bytes& after, const MachO& reread, const SecondReader& second) {
-  if (after.size() != before.bytes.size()) verification_failed("the slice changed size");
+  if (after.size() != before.bytes.size()) weak_link_verification_failed("the slice changed size");
   for (int ordinal : ordinals)
     if (ordinal < 1 || static_cast<size_t>(ordinal) > before.dylibs.size())
-      verification_failed("no dependent dylib has ordinal " + std::to_string(ordinal));
+      weak_link_verification_failed("no dependent dylib has ordinal " + std::to_string(ordinal));
   Targets targets(before_scan, ordinals);
   std::vector<uint8_t> spoiled_for_untouched, spoiled_for_lief;  // tests only (proof_seam.h)
   ImportScan reread_scan = scan_imports(reread);
