@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "core/format/macho.h"
 #include "tool/report_text.h"
 #include "tool/rules.h"
 
@@ -57,11 +58,19 @@ std::string edit_line(const EditRecord& edit) {
   return line;
 }
 
+// "built for macOS 11.0 and later, SDK 14.0": what decides where the image loads.
+std::string build_target_line(const BuildTarget& target) {
+  std::string line = "built for " + platform_name(target.platform) + " " + version_text(target.min_os) + " and later";
+  return line + (target.sdk ? ", SDK " + version_text(target.sdk) : ", no SDK recorded");
+}
+
 void slice_text(std::ostringstream& out, const SliceReport& slice, bool inspect, const std::string& indent) {
   out << indent << slice.arch << " " << slice.filetype;
   if (!slice.install_name.empty()) out << " " << slice.install_name;
   if (!slice.flags.empty()) out << " [" << join(slice.flags, ", ") << "]";
-  out << "\n" << indent << "  signature: " << signature_line(slice.signature) << "\n";
+  out << "\n";
+  for (const BuildTarget& target : slice.build_targets) out << indent << "  " << build_target_line(target) << "\n";
+  out << indent << "  signature: " << signature_line(slice.signature) << "\n";
   for (const SignatureFinding& problem : slice.signature.findings.problems)
     out << indent << "    " << describe(problem) << "\n";
   for (const DylibReport& dylib : slice.dylibs) {
@@ -73,6 +82,7 @@ void slice_text(std::ostringstream& out, const SliceReport& slice, bool inspect,
     else if (dylib.decision && dylib.symbols.empty()) out << " -> " << to_text(*dylib.decision);
     out << "\n";
   }
+  for (const RpathReport& rpath : slice.rpaths) out << indent << "  rpath " << rpath.path << "\n";
   for (const EditRecord& edit : slice.edits) out << indent << "  edit: " << edit_line(edit) << "\n";
   if (slice.flat_lookup_imports)
     out << indent << "  " << slice.flat_lookup_imports << (slice.flat_lookup_imports == 1 ? " symbol is" : " symbols are")

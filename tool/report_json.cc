@@ -2,6 +2,7 @@
 // keys in the order the schema lists them, text from tool/report_text.cc.
 #include <algorithm>
 
+#include "core/format/macho.h"
 #include "tool/json_text.h"
 #include "tool/report.h"
 #include "tool/report_text.h"
@@ -42,6 +43,14 @@ Json loader_rules_json(const std::vector<RuleViolation>& violations) {
 
 Json rpath_json(const RpathReport& rpath) { return {{"path", rpath.path}, {"command_offset", rpath.command_offset}}; }
 
+// An LC_BUILD_VERSION or LC_VERSION_MIN_*; its offset from the start of the slice.
+Json build_target_json(const BuildTarget& target) {
+  return {{"platform", platform_name(target.platform)},
+          {"min_os", version_text(target.min_os)},
+          {"sdk", target.sdk ? Json(version_text(target.sdk)) : Json(nullptr)},
+          {"command_offset", target.command_offset}};
+}
+
 Json dylib_json(const DylibReport& dylib) {
   size_t shown = std::min(kJsonSymbolSample, dylib.symbols.size());
   std::vector<std::string> sample(dylib.symbols.begin(), dylib.symbols.begin() + shown);
@@ -70,6 +79,7 @@ Json slice_json(const SliceReport& slice) {
           {"flags", slice.flags},
           {"dylibs", array_of(slice.dylibs, dylib_json)},
           {"rpaths", array_of(slice.rpaths, rpath_json)},
+          {"build_targets", array_of(slice.build_targets, build_target_json)},
           {"flat_lookup_imports", slice.flat_lookup_imports},
           {"warnings", slice.warnings},
           {"left_unchanged_because", to_text(slice.left_as_is)},

@@ -9,13 +9,6 @@
 
 namespace machofix {
 
-std::string platform_name(uint32_t platform) {
-  static const char* const names[] = {"unknown", "macOS", "iOS", "tvOS", "watchOS", "bridgeOS", "Mac Catalyst",
-                                      "iOS Simulator", "tvOS Simulator", "watchOS Simulator", "DriverKit",
-                                      "visionOS", "visionOS Simulator"};
-  return platform < std::size(names) ? names[platform] : "platform " + std::to_string(platform);
-}
-
 std::string stub_platform_name(uint32_t platform) {
   static const char* const names[] = {"unknown", "macos", "ios", "tvos", "watchos", "bridgeos", "maccatalyst",
                                       "ios-simulator", "tvos-simulator", "watchos-simulator", "driverkit",

@@ -43,9 +43,8 @@ struct OpenedLibrary {
   std::string problem;
 };
 
-// The names dyld gives the platforms of LC_BUILD_VERSION ("macOS", "iOS", ...) and the
-// target names of text stubs ("macos", "ios", "maccatalyst", ...).
-std::string platform_name(uint32_t platform);
+// The target names of text stubs ("macos", "ios", "maccatalyst", ...); dyld's names of
+// the platforms are core/format/macho.h's platform_name.
 std::string stub_platform_name(uint32_t platform);
 inline constexpr uint32_t kPlatformMacOS = 1;
 

@@ -84,6 +84,13 @@ std::string version_text(uint32_t packed) {
   return text;
 }
 
+std::string platform_name(uint32_t platform) {
+  static const char* const names[] = {"unknown", "macOS", "iOS", "tvOS", "watchOS", "bridgeOS", "Mac Catalyst",
+                                      "iOS Simulator", "tvOS Simulator", "watchOS Simulator", "DriverKit",
+                                      "visionOS", "visionOS Simulator"};
+  return platform < std::size(names) ? names[platform] : "platform " + std::to_string(platform);
+}
+
 std::optional<uint32_t> parse_version(const std::string& text) {
   uint32_t parts[3] = {0, 0, 0};
   size_t part = 0, digits = 0;

@@ -52,6 +52,8 @@ struct BuildTarget {
 };
 // "14.0", "13.2.1": a packed version as dyld and otool print it.
 std::string version_text(uint32_t packed);
+// The name dyld gives a platform of LC_BUILD_VERSION: "macOS", "iOS", "Mac Catalyst", ...
+std::string platform_name(uint32_t platform);
 // The packed version of "14", "14.2" or "14.2.1"; nullopt for anything else.
 std::optional<uint32_t> parse_version(const std::string& text);
 
