@@ -407,6 +407,33 @@ def dry_run_idempotence_in_place(machofix, fixtures, work):
     expect(f"edit: change {LIBOMP} -> @rpath/libomp.dylib" in result.stdout, "text report: one line per edit", result)
 
 
+def build_version(path):
+    """(platform number, minos, sdk) of each LC_BUILD_VERSION, as llvm-otool-16 reads them."""
+    return [tuple(line.split()[1] for line in command if line.split()[0] in ("platform", "minos", "sdk"))
+            for command in load_commands(path) or [] if "cmd LC_BUILD_VERSION" in command]
+
+
+def inspect_rpaths_and_build(machofix, fixtures, work):
+    """inspect's text shows each LC_RPATH in load-command order and the build version
+    as llvm-otool-16 reads it; its JSON gives the same build version."""
+    image = os.path.join(work, "inspect.dylib")
+    rpaths = ["@loader_path/../lib", "/opt/build/lib", "@executable_path/Frameworks"]
+    options = [word for rpath in rpaths for word in ("--add-rpath", rpath)]
+    result = run(machofix, "edit", os.path.join(fixtures, ROOMY + ".in"), "-o", image, *options)
+    expect(result.returncode == 0, "inspect: rpaths added", result)
+    text = run(machofix, "inspect", image).stdout
+    shown = [line.strip()[len("rpath "):] for line in text.splitlines() if line.strip().startswith("rpath ")]
+    expect(shown == rpaths, f"inspect text: every rpath in order: {shown}")
+    versions = build_version(image)
+    wanted = [f"built for macOS {minos} and later, SDK {sdk}" for platform, minos, sdk in versions if platform == "1"]
+    lines = [line.strip() for line in text.splitlines() if line.strip().startswith("built for ")]
+    expect(versions and lines == wanted, f"inspect text: the build version as llvm-otool-16 reads it: {lines} {versions}")
+    report = json.loads(run(machofix, "inspect", image, "--json=-").stdout)
+    targets = [(t["platform"], t["min_os"], t["sdk"]) for f in report["files"] for s in f["macho"]["slices"]
+               for t in s["build_targets"]]
+    expect(targets == [("macOS", minos, sdk) for _, minos, sdk in versions], f"inspect JSON: build_targets: {targets}")
+
+
 def main():
     machofix, pte_writer, fixtures, work = [os.path.abspath(a) for a in sys.argv[1:5]]
     samples = os.path.abspath(sys.argv[5]) if len(sys.argv) > 5 else ""
@@ -417,6 +444,7 @@ def main():
     pte_and_archive(machofix, pte_writer, fixtures, work)
     pte_matrix(machofix, pte_writer, work, samples)
     padding(machofix, fixtures, work)
+    inspect_rpaths_and_build(machofix, fixtures, work)
     errors(machofix, fixtures, work)
     dry_run_idempotence_in_place(machofix, fixtures, work)
     if failures:
