@@ -36,11 +36,26 @@ void add_jobs(CLI::App* command, Settings& settings) {
       ->type_name("N");
 }
 
-void add_policy(CLI::App* command, Settings& settings) {
-  command->add_option("--keep", settings.job.repair.prune.keep, "never remove dylibs whose install name (or its last component) matches GLOB; repeatable")
+// --keep and --only, in the words of what the command does with an unused dylib:
+// prune removes it, inspect shows it as removable, check reports it.
+struct PolicyWords {
+  const char* keep;
+  const char* only;
+};
+constexpr PolicyWords kPruneWords{"never remove dylibs whose install name (or its last component) matches GLOB; repeatable",
+                                  "remove only unused dylibs matching GLOB, e.g. '*libomp*'; repeatable"};
+constexpr PolicyWords kInspectWords{
+    "show unused dylibs whose install name (or its last component) matches GLOB as kept, not removable; repeatable",
+    "show only unused dylibs matching GLOB as removable, e.g. '*libomp*'; repeatable"};
+constexpr PolicyWords kCheckWords{
+    "no unused-dependency finding for dylibs whose install name (or its last component) matches GLOB; repeatable",
+    "unused-dependency findings only for dylibs matching GLOB, e.g. '*libomp*'; repeatable"};
+
+void add_policy(CLI::App* command, Settings& settings, const PolicyWords& words) {
+  command->add_option("--keep", settings.job.repair.prune.keep, words.keep)
       ->type_name("GLOB")
       ->allow_extra_args(false);  // one GLOB per --keep: the words after it are paths
-  command->add_option("--only", settings.job.repair.prune.only, "remove only unused dylibs matching GLOB, e.g. '*libomp*'; repeatable")
+  command->add_option("--only", settings.job.repair.prune.only, words.only)
       ->type_name("GLOB")
       ->allow_extra_args(false);
 }
@@ -90,7 +105,7 @@ CLI::App* add_inspect(CLI::App& app, HelpFormatter& help, Settings& settings) {
   add_paths(inspect, settings, "Mach-O, .pte or .ptd files, archives of them, or directories");
   add_json(inspect, settings);
   add_jobs(inspect, settings);
-  add_policy(inspect, settings);
+  add_policy(inspect, settings, kInspectWords);
   add_note(inspect, "Also lists each loader rule (dyld's checks, docs/loader-rules.md) a file breaks, with its file offset.");
   return inspect;
 }
@@ -109,7 +124,7 @@ CLI::App* add_prune(CLI::App& app, HelpFormatter& help, Settings& settings) {
   add_resign_invalid(prune, settings);
   add_json(prune, settings);
   add_jobs(prune, settings);
-  add_policy(prune, settings);
+  add_policy(prune, settings, kPruneWords);
   add_note(prune, kRefusesLoaderRules);
   return prune;
 }
@@ -262,7 +277,7 @@ CLI::App* add_check(CLI::App& app, HelpFormatter& help, Settings& settings) {
       ->type_name("FILE");
   add_json(check, settings);
   add_jobs(check, settings);
-  add_policy(check, settings);
+  add_policy(check, settings, kCheckWords);
   add_note(check, kCheckRules);
   return check;
 }
