@@ -409,8 +409,24 @@ def dry_run_idempotence_in_place(machofix, fixtures, work):
 
 def build_version(path):
     """(platform number, minos, sdk) of each LC_BUILD_VERSION, as llvm-otool-16 reads them."""
-    return [tuple(line.split()[1] for line in command if line.split()[0] in ("platform", "minos", "sdk"))
-            for command in load_commands(path) or [] if "cmd LC_BUILD_VERSION" in command]
+    versions = []
+    for command in load_commands(path) or []:
+        if "cmd LC_BUILD_VERSION" in command:
+            fields = dict(line.split(" ", 1) for line in command if " " in line)
+            versions.append((fields["platform"], fields["minos"], fields["sdk"]))
+    return versions
+
+
+def set_sdk(path, packed):
+    """Writes `packed` as the sdk of a thin 64-bit image's LC_BUILD_VERSION (unsigned: no hash to renew)."""
+    data = bytearray(read(path))
+    ncmds, offset = int.from_bytes(data[16:20], "little"), 32
+    for _ in range(ncmds):
+        cmd, size = int.from_bytes(data[offset:offset + 4], "little"), int.from_bytes(data[offset + 4:offset + 8], "little")
+        if cmd == 0x32:  # LC_BUILD_VERSION: cmd, cmdsize, platform, minos, sdk, ntools
+            data[offset + 16:offset + 20] = packed.to_bytes(4, "little")
+        offset += size
+    write(path, bytes(data))
 
 
 def inspect_rpaths_and_build(machofix, fixtures, work):
@@ -421,6 +437,7 @@ def inspect_rpaths_and_build(machofix, fixtures, work):
     options = [word for rpath in rpaths for word in ("--add-rpath", rpath)]
     result = run(machofix, "edit", os.path.join(fixtures, ROOMY + ".in"), "-o", image, *options)
     expect(result.returncode == 0, "inspect: rpaths added", result)
+    set_sdk(image, 14 << 16)  # an SDK other than the minimum OS (both 11.0 in the fixture)
     text = run(machofix, "inspect", image).stdout
     shown = [line.strip()[len("rpath "):] for line in text.splitlines() if line.strip().startswith("rpath ")]
     expect(shown == rpaths, f"inspect text: every rpath in order: {shown}")
