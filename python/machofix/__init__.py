@@ -13,7 +13,7 @@ report as typed objects (machofix._report); errors raise MachofixError.
 from ._api import Globs, Machofix, Paths, Renames, check, edit, inspect, prune, repair_bytes, sign, verify
 from ._error import MachofixError
 from ._executable import find_executable
-from ._report import (AotiKeys, BlobReport, DelegateReport, DylibReport, FileReport, Finding, KeyRenewal,
+from ._report import (AotiKeys, BlobReport, BuildTarget, DelegateReport, DylibReport, FileReport, Finding, KeyRenewal,
                       LoaderRuleViolation, MachOReport, NamedDataReport, PteReport, Report, RpathReport, SignatureReport,
                       SliceReport, Summary)
 
@@ -28,5 +28,5 @@ __all__ = [
     "inspect", "check", "verify", "prune", "edit", "sign", "repair_bytes", "Machofix", "MachofixError", "find_executable",
     "Report", "FileReport", "MachOReport", "SliceReport", "DylibReport", "SignatureReport", "PteReport",
     "DelegateReport", "AotiKeys", "NamedDataReport", "BlobReport", "KeyRenewal", "Summary", "Finding", "Paths", "Globs",
-    "Renames", "LoaderRuleViolation", "RpathReport",
+    "Renames", "LoaderRuleViolation", "RpathReport", "BuildTarget",
 ]

@@ -54,6 +54,15 @@ class RpathReport:
 
 
 @dataclass(frozen=True)
+class BuildTarget:
+    """An LC_BUILD_VERSION or LC_VERSION_MIN_*: what the image was built for."""
+    platform: str  # "macOS", "iOS", "Mac Catalyst", ...
+    min_os: str  # the minimum OS it declares, "11.0"
+    sdk: Optional[str]  # the SDK it was linked against; None when none is recorded
+    command_offset: int  # of its load command, from the start of the slice
+
+
+@dataclass(frozen=True)
 class LoaderRuleViolation:
     rule: str  # the rule's id, docs/loader-rules.md
     offset: int  # file offset of the offending bytes
@@ -87,6 +96,7 @@ class SliceReport:
     loader_rules: List[LoaderRuleViolation] = field(default_factory=list)  # the loader rules it breaks
     edits: List[EditRecord] = field(default_factory=list)  # `machofix edit` only; empty for the other commands
     rpaths: List[RpathReport] = field(default_factory=list)  # LC_RPATH in load-command order
+    build_targets: List[BuildTarget] = field(default_factory=list)  # platform, minimum OS, SDK
 
 
 @dataclass(frozen=True)
