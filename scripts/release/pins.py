@@ -5,17 +5,23 @@
                                              version of it in bookworm, bookworm-updates
                                              and bookworm-security; exit status 1 if any
     scripts/release/pins.py update NAME...   moves those pins (or all lagging ones: --all)
-                                             to the newest version, with its .dsc's sha256
+                                             to the newest version Debian's archive serves,
+                                             with its .dsc's sha256
 
 Reads Debian's signed source indexes through an apt configuration of its own (in a
 temporary directory; the machine's sources and state are left alone), from
 MACHOFIX_DEBIAN_MIRROR and MACHOFIX_DEBIAN_SECURITY_MIRROR as the release build does.
-The sha256 an update writes is the one those indexes give for the .dsc, whose
-signature apt has checked; the release build then checks the downloaded .dsc against
-it, and dpkg-source every other file against the .dsc. Only the version and hash
+An update downloads each candidate version as the release build would (newest first)
+and pins the first one that downloads whole: an index may list a version that its
+archive, or a mirror of it, does not serve (a mirror without the security pool), and
+a pin nobody can fetch breaks every cold build. The sha256 written is that of the
+downloaded .dsc, which apt has checked against the signed index; the release build
+checks it again, and dpkg-source every other file against the .dsc. Only the version and hash
 fields of a line change; everything else in the lock stays as it is.
 """
 
+import functools
+import hashlib
 import os
 import pwd
 import re
@@ -61,12 +67,14 @@ class Archive:
         if update.returncode != 0 or re.search(r"^[WE]: Failed to fetch", update.stdout, re.M):
             raise PinError(f"apt-get update could not read Debian's indexes:\n{update.stdout.strip()}")
 
+    def apt_command(self, *args):
+        return ["apt-get", "-q", f"-oDir::Etc::SourceList={self.dir}/sources.list",
+                "-oDir::Etc::SourceParts=/nonexistent", f"-oDir::State::Lists={self.dir}/lists",
+                f"-oDir::Cache={self.dir}/cache", "-oDebug::NoLocking=1",
+                f"-oAPT::Sandbox::User={pwd.getpwuid(os.getuid()).pw_name}", *args]
+
     def apt(self, *args):
-        return subprocess.run(
-            ["apt-get", "-q", f"-oDir::Etc::SourceList={self.dir}/sources.list", "-oDir::Etc::SourceParts=/nonexistent",
-             f"-oDir::State::Lists={self.dir}/lists", f"-oDir::Cache={self.dir}/cache", "-oDebug::NoLocking=1",
-             f"-oAPT::Sandbox::User={pwd.getpwuid(os.getuid()).pw_name}", *args],
-            capture_output=True, text=True)
+        return subprocess.run(self.apt_command(*args), capture_output=True, text=True)
 
     def newest(self, name):
         """(version, sha256 of the .dsc) of the newest NAME in the indexes."""
@@ -78,6 +86,23 @@ class Archive:
                 version = re.sub(r"^[^_]*_", "", match.group(1))
                 return self.epoch_of(name, version), match.group(2)
         raise PinError(f"Debian's indexes have no source package {name}:\n{listing.stdout}{listing.stderr}")
+
+    def served(self, name, version):
+        """The sha256 of NAME=VERSION's .dsc if the archive serves all its files, else None."""
+        with tempfile.TemporaryDirectory(prefix="machofix-pin-fetch-") as into:
+            fetch = subprocess.run(
+                self.apt_command("source", "--download-only", f"{name}={version}"), cwd=into,
+                capture_output=True, text=True)
+            dsc = list(Path(into).glob("*.dsc"))
+            if fetch.returncode != 0 or len(dsc) != 1:
+                return None
+            return hashlib.sha256(dsc[0].read_bytes()).hexdigest()
+
+    def versions(self, name):
+        """Every version of NAME the indexes list, newest first."""
+        shown = self.apt_cache("showsrc", "--only-source", name)
+        listed = sorted(set(re.findall(r"^Version: (\S+)$", shown, re.M)), key=functools.cmp_to_key(compare))
+        return listed[::-1]
 
     def epoch_of(self, name, version):
         """VERSION as the indexes spell it, with its epoch (file names leave it out)."""
@@ -96,6 +121,24 @@ class Archive:
 
 def older(a, b):
     return subprocess.run(["dpkg", "--compare-versions", a, "lt", b]).returncode == 0
+
+
+def compare(a, b):
+    return -1 if older(a, b) else (1 if older(b, a) else 0)
+
+
+def newest_served(name, pinned, archive):
+    """(version, sha256) of the newest version newer than PINNED that the archive serves,
+    and the newer versions it lists but does not serve."""
+    unserved = []
+    for version in archive.versions(name):
+        if not older(pinned, version):
+            break
+        sha256 = archive.served(name, version)
+        if sha256:
+            return (version, sha256), unserved
+        unserved.append(version)
+    return None, unserved
 
 
 def lagging(pins, archive):
@@ -133,16 +176,27 @@ def main(argv):
         if unknown:
             raise PinError(f"not a Debian pin of {LOCK.name}: {', '.join(unknown)} (pinned: {', '.join(pins)})")
         with tempfile.TemporaryDirectory(prefix="machofix-pins-") as directory:
-            behind = lagging(pins, Archive(directory))
+            archive = Archive(directory)
+            behind = lagging(pins, archive)
+            if argv[1] == "lag":
+                for name, (version, newest, _) in behind.items():
+                    print(f"{name} {version} lags Debian's {newest}")
+                print(f"pins.py: {len(behind)} of {len(pins)} Debian pins lag")
+                return 1 if behind else 0
+            chosen = {}
+            for name, (version, _, _) in behind.items():
+                if "--all" not in names and name not in names:
+                    continue
+                found, unserved = newest_served(name, version, archive)
+                for listed in unserved:
+                    print(f"{name} {listed}: listed in Debian's indexes, but its files are not served: skipped")
+                if found:
+                    chosen[name] = (version, *found)
+                else:
+                    print(f"{name}: kept at {version}, no newer version is served")
     except PinError as error:
         print(f"pins.py: {error}", file=sys.stderr)
         return 2
-    if argv[1] == "lag":
-        for name, (version, newest, _) in behind.items():
-            print(f"{name} {version} lags Debian's {newest}")
-        print(f"pins.py: {len(behind)} of {len(pins)} Debian pins lag")
-        return 1 if behind else 0
-    chosen = {n: v for n, v in behind.items() if "--all" in names or n in names}
     if chosen:
         part = LOCK.with_name(LOCK.name + ".part")
         part.write_text(rewrite(text, chosen))

@@ -8,7 +8,8 @@
   formula (Homebrew needs the LIEF resource's sha256 in it; scripts/check_release.sh
   holds it to the lock);
 - scripts/release/pins.sh reads the fields a build takes, and fails on a missing pin;
-- scripts/release/pins.py's update of a line changes its version and hash only.
+- scripts/release/pins.py's update of a line changes its version and hash only, and
+  moves a pin to the newest version the archive serves, not one it only lists.
 """
 
 import importlib.util
@@ -82,7 +83,21 @@ def main(argv):
     expect("the lock's Debian pins read as the update reads them",
            pins.debian_pins(sample) == {"zlib": ("1:1.2.13.dfsg-1", "a" * 64), "bzip2": ("1.0.8-5", "b" * 64)})
 
-    print(f"{7 - len(failures)} passed, {len(failures)} failed")
+    class Listed:  # the indexes list three newer versions; the archive serves one
+        def versions(self, name):
+            return ["1:1.2.13.dfsg-1+deb12u2", "1:1.2.13.dfsg-1+deb12u1", "1:1.2.13.dfsg-1", "1:1.2.11.dfsg-4"]
+
+        def served(self, name, version):
+            return "d" * 64 if version == "1:1.2.13.dfsg-1+deb12u1" else None
+    found, unserved = pins.newest_served("zlib", "1:1.2.13.dfsg-1", Listed())
+    expect("an update skips a version listed but not served, and takes the newest served one",
+           found == ("1:1.2.13.dfsg-1+deb12u1", "d" * 64) and unserved == ["1:1.2.13.dfsg-1+deb12u2"],
+           repr((found, unserved)))
+    found, unserved = pins.newest_served("zlib", "1:1.2.13.dfsg-1+deb12u1", Listed())
+    expect("an update keeps a pin when no newer version is served",
+           found is None and unserved == ["1:1.2.13.dfsg-1+deb12u2"], repr((found, unserved)))
+
+    print(f"{9 - len(failures)} passed, {len(failures)} failed")
     return 1 if failures else 0
 
 
