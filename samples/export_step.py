@@ -1,7 +1,15 @@
 #!/usr/bin/env python3
-"""The step to run right after an ExecuTorch export: gate, repair, gate again.
+"""The step to run in, or right after, an ExecuTorch export: gate, repair, gate again.
 
-In an export script, with the machofix package installed (pip install machofix-*.whl):
+Best, inside the export (docs/export-step.md): the Metal backend's .so is checked and
+repaired before ExecuTorch keys and signs it, so the .pte is born correct:
+
+    import machofix.executorch
+    with machofix.executorch.export_step(forbid=["*omp*"]):
+        program = to_edge_transform_and_lower(exported, partitioner=[...]).to_executorch()
+    program.write_to_file(f)
+
+After the export, with the machofix package installed (pip install machofix-*.whl):
 
     import machofix
     program = edge.to_executorch()

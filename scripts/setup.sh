@@ -40,6 +40,10 @@ debian_packages=(
   xfsprogs
   # the Python package's wheel, built with no package index and installed in a venv
   python3-setuptools python3-wheel python3-venv python3-pip
+  # ExecuTorch's own export code, run by the export-step tests (typing_extensions:
+  # exir/_warnings.py; flatbuffers: its .pte serializer), also with machofix's
+  # patch to it applied
+  python3-typing-extensions python3-flatbuffers patch
   # the second test tier fetches pinned npm packages over HTTPS (openssl: the
   # offline tests of that fetch make their own certificate authority)
   ca-certificates openssl
