@@ -12,7 +12,8 @@ is /opt/llvm-openmp/lib/libomp.dylib.
 - with it the .pte passes both, its so key is ExecuTorch's own (the sha256 of the
   repaired .so), ExecuTorch's runtime loads it and its signature verifies;
 - with a codesign identity, ExecuTorch's codesign_so still runs, after the repair;
-- a used libomp under forbid ["*omp*"] stops the export with the finding;
+- a used libomp under forbid ["*omp*"] stops the export with the finding, and so
+  does one that the application given as `app` does not ship;
 - a .so that needs nothing is not touched; a backend's non-Mach-O .so is passed over,
   also for a backend class defined after the step was installed;
 - an ExecuTorch without the seam fails install() with what to do; uninstall restores.
@@ -192,6 +193,15 @@ def main():
            stopped is not None and "[forbidden-dependency]" in str(stopped) and stopped.report is not None,
            stopped)
     expect("and no .pte is written", not (work / "forbidden.pte").exists())
+    # A used libomp the application does not ship: the model would not load there.
+    with step_module.export_step(**app_options):
+        try:
+            export(args, used, work, "unloadable")
+            stopped = None
+        except step_module.ExportStepError as error:
+            stopped = error
+    expect("a used libomp the application lacks stops the export with library-not-loaded",
+           stopped is not None and "[library-not-loaded]" in str(stopped), stopped)
 
     # A clean .so: not touched.
     clean = work / "clean.so"
