@@ -208,7 +208,9 @@ Json finding_json(const Finding& finding) {
           {"needed_by", finding.needed_by},
           {"tried", tried_json(finding.tried)},
           {"min_macos", finding.min_macos ? Json(version_text(finding.min_macos)) : Json(nullptr)},
-          {"required", finding.required_min_macos ? Json(version_text(finding.required_min_macos)) : Json(nullptr)}};
+          {"required", finding.required_min_macos ? Json(version_text(finding.required_min_macos)) : Json(nullptr)},
+          {"problem", finding.problem},
+          {"loader_rule", finding.loader_rule}};
 }
 
 const char* verdict_text(BindVerdict verdict) {

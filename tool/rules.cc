@@ -18,6 +18,8 @@ const char* rule_id(Rule rule) {
     case Rule::ArchMissing: return "arch-missing";
     case Rule::LibraryNotLoaded: return "library-not-loaded";
     case Rule::SymbolNotFound: return "symbol-not-found";
+    case Rule::InvalidSignature: return "invalid-signature";
+    case Rule::LoaderRule: return "loader-rule";
   }
   return "?";
 }
@@ -54,6 +56,11 @@ const char* rule_reason(Rule rule) {
     case Rule::SymbolNotFound:
       return "An import the library dyld binds it to does not export (--app): the model fails to load with \"Symbol "
              "not found\" (a lazy bind: the first call aborts).";
+    case Rule::InvalidSignature:
+      return "A code signature that does not verify, or arm64 code without one: the kernel refuses to run it, or kills "
+             "the process when it maps the page (`machofix verify` says which).";
+    case Rule::LoaderRule:
+      return "A load-time rule of dyld's that the image breaks (docs/loader-rules.md): dyld refuses to load it.";
   }
   return "";
 }
@@ -83,6 +90,10 @@ const char* rule_repair_hint(Rule rule) {
              "where one of the paths tried points, or change the install name (machofix edit --change).";
     case Rule::SymbolNotFound:
       return "Ship the library version that exports the symbol, or rebuild the model against the application's.";
+    case Rule::InvalidSignature:
+      return "machofix sign --in-place (--resign-invalid for a signature that does not verify) signs it again ad hoc; "
+             "an identity signature must be made again with its key (codesign -f -s IDENTITY).";
+    case Rule::LoaderRule: return "Link the file again: no edit makes a broken layout valid.";
   }
   return "";
 }
@@ -180,6 +191,10 @@ std::string finding_message(const Finding& finding) {
     case Rule::ArchMissing: return "no " + finding.arch + " slice, which the application needs";
     case Rule::LibraryNotLoaded: return library_not_loaded_message(finding);
     case Rule::SymbolNotFound: return symbol_not_found_message(finding);
+    case Rule::InvalidSignature:
+      if (finding.unsigned_code) return "arm64 code with no code signature, which the kernel refuses to run";
+      return "its code signature is invalid: " + finding.problem;
+    case Rule::LoaderRule: return "dyld refuses to load it (" + finding.loader_rule + "): " + finding.problem;
   }
   return "";
 }
@@ -220,11 +235,15 @@ std::string repair_command(const Finding& finding) {
       if (finding.needed_by.empty() && finding.symbols.empty() && finding.removable)
         return "machofix prune " + file + " --in-place --only " + shell_quoted(last_path_component(finding.dylib));
       return "";
+    case Rule::InvalidSignature:
+      return "machofix sign " + file + " --in-place" +
+             (finding.unsigned_code ? "" : " --resign-invalid");
     case Rule::UnprovidedDependency:
     case Rule::WeakRequiredDependency:
     case Rule::MinMacos:
     case Rule::ArchMissing:
-    case Rule::SymbolNotFound: return "";
+    case Rule::SymbolNotFound:
+    case Rule::LoaderRule: return "";
   }
   return "";
 }

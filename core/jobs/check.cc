@@ -226,11 +226,43 @@ struct CheckRun {
   std::vector<Finding>& findings;
 };
 
+// What verify fails: a bad or missing (arm64) signature, a loader rule broken.
+void check_verifiable(SliceContext& context) {
+  const SliceReport& slice = context.slice;
+  bool unsigned_code = slice.signature.status == SignatureStatus::Unsigned;
+  for (const std::string& failure : slice_signature_failures(slice)) {
+    Finding& finding = context.add(Rule::InvalidSignature, slice.offset);
+    finding.problem = failure;
+    finding.unsigned_code = unsigned_code;
+  }
+  for (const RuleViolation& violation : slice.loader_rules) {
+    Finding& finding = context.add(Rule::LoaderRule, violation.offset);
+    finding.problem = violation.message;
+    finding.loader_rule = violation.rule;
+  }
+}
+
+// The universal header's own loader rules: findings of the file, not of a slice.
+void check_universal_rules(const MachOReport& macho, const std::string& file, const std::string& blob,
+                           std::vector<Finding>& findings) {
+  for (const RuleViolation& violation : macho.loader_rules) {
+    Finding& finding = findings.emplace_back();
+    finding.file = file;
+    finding.blob = blob;
+    finding.rule = Rule::LoaderRule;
+    finding.offset = violation.offset;
+    finding.problem = violation.message;
+    finding.loader_rule = violation.rule;
+  }
+}
+
 void check_macho(const MachOReport& macho, const std::string& file, const std::string& blob, CheckRun& run) {
   const CheckOptions& options = run.options;
+  check_universal_rules(macho, file, blob, run.findings);
   check_archs(macho, file, blob, options, run.findings);
   for (const SliceReport& slice : macho.slices) {
     SliceContext context{file, blob, slice, run.findings};
+    check_verifiable(context);
     std::optional<ModelLoad> load;
     if (!options.app.empty() && run.applications && slice.handled) {
       App& app = run.applications->get(options.app, options.sysroot);

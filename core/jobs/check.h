@@ -26,6 +26,13 @@
 //  - min-macos: a slice whose minimum macOS (LC_BUILD_VERSION, LC_VERSION_MIN_MACOSX)
 //    is newer than the oldest the application supports;
 //  - arch-missing: an image without a slice for an architecture the application needs.
+// Rules of the file itself, what `verify` fails (run always: a file the kernel or
+// dyld refuses must not pass the gate):
+//  - invalid-signature: a slice whose code signature does not verify (a page hash,
+//    a slot, the structure), or an arm64 slice without one; the kernel kills the
+//    process that maps such a page, or refuses the arm64 code;
+//  - loader-rule: a load-time rule of dyld's the image breaks (core/format/
+//    loader_rules.h: segments, load commands, __LINKEDIT, the universal header).
 // Rules of the application (--app: core/app/process.h loads each model slice in it):
 //  - library-not-loaded: a dependency (of the model, or of a library it brings in)
 //    that dyld does not find, with every path it tried;
@@ -60,11 +67,14 @@ enum class Rule {
   ArchMissing,
   LibraryNotLoaded,
   SymbolNotFound,
+  InvalidSignature,
+  LoaderRule,
 };
 inline constexpr Rule kAllRules[] = {Rule::UnusedDependency,     Rule::AbsoluteInstallName,    Rule::AbsoluteRpath,
                                      Rule::DuplicateRpath,       Rule::UnprovidedDependency,   Rule::WeakRequiredDependency,
                                      Rule::ForbiddenDependency,  Rule::MinMacos,               Rule::ArchMissing,
-                                     Rule::LibraryNotLoaded,     Rule::SymbolNotFound};
+                                     Rule::LibraryNotLoaded,     Rule::SymbolNotFound,         Rule::InvalidSignature,
+                                     Rule::LoaderRule};
 
 // What the application declares: a contract file (core/jobs/contract.h) and the command
 // line together. Every list is of globs matched as --keep's are (install name or its
@@ -104,6 +114,11 @@ struct Finding {
   // load command or import it is (empty: the model slice itself); the paths tried
   std::string needed_by;
   std::vector<TriedPath> tried;
+  // invalid-signature, loader-rule: what verify says is wrong, and the loader rule's
+  // own id (docs/loader-rules.md)
+  std::string problem;
+  std::string loader_rule;
+  bool unsigned_code = false;  // invalid-signature: arm64 code with no signature at all
   uint32_t min_macos = 0;           // min-macos: the slice's minimum
   uint32_t required_min_macos = 0;  // min-macos: the application's (--min-macos)
   bool removable = false;  // prune removes the dependency

@@ -90,5 +90,7 @@ struct MachOReport {
 // What `verify` fails on, one line per problem, naming the slice: an invalid
 // signature (which page, which slot), or an unsigned arm64 slice, which cannot run.
 std::vector<std::string> signature_failures(const MachOReport& report);
+// One slice's, without the arch prefix (none for a slice not handled).
+std::vector<std::string> slice_signature_failures(const SliceReport& slice);
 
 }  // namespace machofix

@@ -221,7 +221,8 @@ class Finding:
     # "absolute-rpath", "duplicate-rpath", "unprovided-dependency",
     # "weak-required-dependency" (once a contract declares what the application ships);
     # "min-macos", "arch-missing" (min_macos, arch); "library-not-loaded",
-    # "symbol-not-found" (app: loaded in the application, docs/app-check.md)
+    # "symbol-not-found" (app: loaded in the application, docs/app-check.md);
+    # "invalid-signature", "loader-rule" (always: what `verify` fails)
     rule: str
     message: str
     used: bool = False  # the dylib supplies symbols to the slice: removing it is not the repair
@@ -239,6 +240,8 @@ class Finding:
     tried: List[TriedPath] = field(default_factory=list)  # library-not-loaded: every path dyld tried, in order
     min_macos: Optional[str] = None  # min-macos: the slice's minimum macOS
     required: Optional[str] = None  # min-macos: the application's minimum (min_macos=)
+    problem: str = ""  # invalid-signature, loader-rule: what `verify` says is wrong
+    loader_rule: str = ""  # loader-rule: the id of the rule broken (docs/loader-rules.md)
 
 
 @dataclass(frozen=True)

@@ -266,6 +266,11 @@ def check_runs(reports, inputs):
     reports.run("check: --provided, no contract file", "check", "--no-contract", "--provided", "@rpath/libfoo.dylib",
                 inputs.path(RPATHS), status=1)
     reports.run("check: no finding", "check", "--no-contract", inputs.path(CLEAN))
+    # What verify fails: a flipped byte of code, __TEXT writable.
+    broken = [inputs.path("tampered.dylib"), inputs.path("writable_text.dylib")]
+    document = reports.run("check: what verify fails", "check", "--no-contract", *broken, status=1)
+    expect({"invalid-signature", "loader-rule"} <= {f["rule"] for f in document.get("findings", [])},
+           "check: invalid-signature and loader-rule findings")
     # --app: a directory of libraries whose libomp.dylib is another library (it exports
     # none of libomp's symbols), the targets' rules beside.
     app = inputs.path("app")

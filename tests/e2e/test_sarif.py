@@ -38,6 +38,8 @@ except ImportError:  # pyenv's Python: Debian's has python3-jsonschema
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "corpus"))
 from fetch_corpus import classify_npm_failure  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "support"))
+from tamper import tamper_text, writable_text  # noqa: E402
 
 SCHEMA_PACKAGE = "@microsoft/jest-sarif@1.0.0-beta.0"
 SCHEMA_INTEGRITY = ("sha512-A1fOhPd6Ic5iDk4F9YPw1qNB4XF+7+IviR7xl8r2F6QzQkx5cpY9LsGk2rExiFIEcBbjpVnSmwWGBukASkiQ9A==")
@@ -196,6 +198,13 @@ def main(argv):
         shutil.copyfile(os.path.join(fixtures, name), os.path.join(models, name))
     subprocess.run([pte_writer, "wrap", os.path.join(fixtures, "contract_rpaths_arm64_chained.in"),
                     os.path.join(models, "model.pte"), "hash"], check=True)
+    # What verify fails: a flipped byte of code (invalid-signature), __TEXT writable (loader-rule).
+    for name, spoil in (("flipped.dylib", tamper_text), ("writable_text.dylib", writable_text)):
+        with open(os.path.join(fixtures, "contract_clean_arm64_chained.in"), "rb") as handle:
+            data = bytearray(handle.read())
+        spoil(data, "arm64")
+        with open(os.path.join(models, name), "wb") as handle:
+            handle.write(data)
     write(os.path.join(models, "machofix.toml"), 'provided = "@rpath/libomp.dylib"\nrequired = "libomp.dylib"\n'
           'forbid = "*omp*"\n')
     # The application's rules, by a contract of their own: an application (a directory
@@ -227,9 +236,9 @@ def main(argv):
     ids = [rule["id"] for rule in driver["rules"]]
     expect(ids == ["unused-dependency", "absolute-install-name", "absolute-rpath", "duplicate-rpath",
                    "unprovided-dependency", "weak-required-dependency", "forbidden-dependency", "min-macos",
-                   "arch-missing", "library-not-loaded", "symbol-not-found"]
+                   "arch-missing", "library-not-loaded", "symbol-not-found", "invalid-signature", "loader-rule"]
            and all(rule["shortDescription"]["text"] and rule["help"]["text"] for rule in driver["rules"]),
-           "the driver lists the eleven rules, each with its reason and help", str(ids))
+           "the driver lists the thirteen rules, each with its reason and help", str(ids))
     expect(driver["name"] == "machofix" and run_["originalUriBaseIds"]["%SRCROOT%"]["uri"] == f"file://{work}/",
            "the driver is machofix; %SRCROOT% is the current directory")
     rules_found = {finding["rule"] for finding in findings}
