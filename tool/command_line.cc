@@ -227,6 +227,12 @@ const char* const kCheckRules =
     "string or an array of strings), is --contract FILE, else the first machofix.toml in each model's directory or "
     "one of its parents. The command line's values add to the file's. A malformed file or an unknown key is an "
     "error (exit 2) naming the file, line and key.\n\n"
+    "Levels: a finding is an error (it fails the gate: exit 1), a warning or a note. An unused dependency on a "
+    "system library (/usr/lib, /System/Library) and an absolute rpath are warnings: the file still loads "
+    "everywhere; every other finding is an error. --level RULE=LEVEL and the contract's [levels] table set a "
+    "rule's level (off: not reported), --warnings-as-errors (warnings_as_errors = true) makes every warning an "
+    "error, and the contract's [[exempt]] entries (rule, dylib) exempt one dependency from one rule. "
+    "docs/commands/check.md gives each rule's level and why.\n\n"
     "--app APP loads each model slice in the application as dyld would (written to a temporary directory and "
     "dlopen()ed by the application's executable, as ExecuTorch loads a .pte's .so): library-not-loaded names a "
     "dependency not found, with every path tried; symbol-not-found an import no library it binds to exports. "
@@ -269,6 +275,28 @@ CLI::App* add_check(CLI::App& app, HelpFormatter& help, Settings& settings) {
       ->check([](const std::string& arch) {
         return known_arch(arch) ? std::string() : "not an architecture (" + std::string(kArchNames) + "): " + arch;
       });
+  check->add_option_function<std::vector<std::string>>(
+           "--level",
+           [&settings](const std::vector<std::string>& values) {
+             for (const std::string& given : values) {
+               size_t equals = given.find('=');
+               settings.check.levels[*rule_from_id(given.substr(0, equals))] = *level_from_name(given.substr(equals + 1));
+             }
+           },
+           "report RULE's findings at LEVEL: error (fails the gate), warning, note, or off; repeatable, e.g. "
+           "--level unused-dependency=error")
+      ->type_name("RULE=LEVEL")
+      ->allow_extra_args(false)
+      ->check([](const std::string& given) -> std::string {
+        size_t equals = given.find('=');
+        if (equals == std::string::npos) return "not RULE=LEVEL: " + given;
+        if (!rule_from_id(given.substr(0, equals))) return "not a rule of check: " + given.substr(0, equals);
+        if (!level_from_name(given.substr(equals + 1)))
+          return "not a level (error, warning, note or off): " + given.substr(equals + 1);
+        return "";
+      });
+  check->add_flag("--warnings-as-errors", settings.check.warnings_as_errors,
+                  "every warning fails the gate, as an error does");
   check->add_option("--contract", settings.contract, "the contract file (TOML) to hold the models to, instead of "
                                                      "a machofix.toml found beside them")
       ->type_name("FILE");

@@ -1,5 +1,6 @@
 // machofix: runs the command the command line names (tool/command_line.cc) and
 // prints its reports and progress; all format knowledge is in core/.
+#include <algorithm>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -287,7 +288,8 @@ int run_check(const Settings& settings) {
                            contracts.app_named() ? &app_checks : nullptr);
   if (!settings.sarif.empty()) written &= write_text_file(settings.sarif, sarif_document(*findings, contracts.used()), "SARIF report");
   if (outcome.status(written) != kExitOk || outcome.input_without_models) return kExitError;
-  return findings->empty() ? kExitOk : kExitFindings;
+  bool errors = std::any_of(findings->begin(), findings->end(), [](const Finding& f) { return f.level == Level::Error; });
+  return errors ? kExitFindings : kExitOk;
 }
 
 void configure_logging() {

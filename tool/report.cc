@@ -182,11 +182,12 @@ std::string summary_line(const BatchSummary& summary, bool dry_run) {
 std::string finding_line(const Finding& finding) {
   std::string where = finding.file + (finding.blob.empty() ? "" : ": " + finding.blob) + ": " + finding.arch;
   std::string message = finding_message(finding);
-  std::string line = where + ": error: " + message + " [" + rule_id(finding.rule) + "]";
+  std::string line = where + ": " + level_name(finding.level) + ": " + message + " [" + rule_id(finding.rule) + "]";
   if (std::string repair = repair_command(finding); !repair.empty()) line += "\n  repair: " + repair;
-  // GitHub Actions turns this into an annotation on the file.
+  // GitHub Actions turns this into an annotation on the file, of the finding's level.
+  const char* command = finding.level == Level::Error ? "error" : finding.level == Level::Warning ? "warning" : "notice";
   if (const char* actions = std::getenv("GITHUB_ACTIONS"); actions && std::string(actions) == "true")
-    line += "\n::error file=" + finding.file + ",title=machofix " + rule_id(finding.rule) + "::" + message;
+    line += "\n::" + std::string(command) + " file=" + finding.file + ",title=machofix " + rule_id(finding.rule) + "::" + message;
   return line;
 }
 
@@ -222,8 +223,18 @@ std::string check_summary(const std::vector<FileReport>& reports, const std::vec
   }
   // A file that could not be read was not checked: the summary says so beside the
   // error, so that "0 findings" is never read as a pass.
+  // Each level counted once a finding is not an error: "3 findings (2 errors, 1 warning)".
+  size_t counts[3] = {0, 0, 0};  // errors, warnings, notes
+  for (const Finding& finding : findings) ++counts[static_cast<size_t>(finding.level)];
+  std::string levels;
+  const char* words[3][2] = {{" error", " errors"}, {" warning", " warnings"}, {" note", " notes"}};
+  if (counts[0] != findings.size()) {
+    for (size_t level = 0; level < 3; ++level)
+      if (counts[level]) levels += (levels.empty() ? " (" : ", ") + std::to_string(counts[level]) + words[level][counts[level] != 1];
+    levels += ")";
+  }
   return "machofix check: " + std::to_string(checked) + (checked == 1 ? " file" : " files") + " checked, " +
-         std::to_string(findings.size()) + (findings.size() == 1 ? " finding" : " findings") +
+         std::to_string(findings.size()) + (findings.size() == 1 ? " finding" : " findings") + levels +
          (failed ? ", " + std::to_string(failed) + (failed == 1 ? " file" : " files") + " could not be checked" : "");
 }
 

@@ -194,6 +194,7 @@ Json finding_json(const Finding& finding) {
           {"dylib", finding.dylib},
           {"rpath", finding.rpath},
           {"rule", rule_id(finding.rule)},
+          {"level", level_name(finding.level)},
           {"message", finding_message(finding)},
           {"reason", rule_reason(finding.rule)},
           {"repair", repair_command(finding)},

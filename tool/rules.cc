@@ -5,25 +5,6 @@
 
 namespace machofix::cli {
 
-const char* rule_id(Rule rule) {
-  switch (rule) {
-    case Rule::UnusedDependency: return "unused-dependency";
-    case Rule::AbsoluteInstallName: return "absolute-install-name";
-    case Rule::AbsoluteRpath: return "absolute-rpath";
-    case Rule::DuplicateRpath: return "duplicate-rpath";
-    case Rule::UnprovidedDependency: return "unprovided-dependency";
-    case Rule::WeakRequiredDependency: return "weak-required-dependency";
-    case Rule::ForbiddenDependency: return "forbidden-dependency";
-    case Rule::MinMacos: return "min-macos";
-    case Rule::ArchMissing: return "arch-missing";
-    case Rule::LibraryNotLoaded: return "library-not-loaded";
-    case Rule::SymbolNotFound: return "symbol-not-found";
-    case Rule::InvalidSignature: return "invalid-signature";
-    case Rule::LoaderRule: return "loader-rule";
-  }
-  return "?";
-}
-
 const char* rule_reason(Rule rule) {
   switch (rule) {
     case Rule::UnusedDependency:

@@ -9,7 +9,7 @@
 
 namespace machofix::cli {
 
-const char* rule_id(Rule rule);         // "unused-dependency", ...: stable, in every report
+// rule_id (core/jobs/check.h): the stable id of every report.
 const char* rule_reason(Rule rule);     // one line: why it is a defect
 const char* rule_repair_hint(Rule rule);  // how it is repaired, in general
 bool rule_needs_contract(Rule rule);    // runs only once something is declared

@@ -71,7 +71,7 @@ Json rule_descriptor(Rule rule) {
           {"name", rule_name(rule)},
           {"shortDescription", {{"text", rule_reason(rule)}}},
           {"help", {{"text", help}}},
-          {"defaultConfiguration", {{"level", "error"}}}};
+          {"defaultConfiguration", {{"level", rule == Rule::AbsoluteRpath ? "warning" : "error"}}}};
 }
 
 size_t rule_index(Rule rule) {
@@ -114,7 +114,7 @@ Json result(const Finding& finding) {
   if (!finding.needed_by.empty()) subject += "|" + finding.needed_by;
   return {{"ruleId", rule_id(finding.rule)},
           {"ruleIndex", rule_index(finding.rule)},
-          {"level", "error"},
+          {"level", finding.level == Level::Error ? "error" : finding.level == Level::Warning ? "warning" : "note"},
           {"message", {{"text", repair.empty() ? message : message + ". Repair: " + repair}}},
           {"locations", Json::array({location(finding)})},
           {"partialFingerprints",

@@ -285,6 +285,73 @@ std::string join(const std::vector<std::string>& items) {
 
 }  // namespace
 
+const char* rule_id(Rule rule) {
+  switch (rule) {
+    case Rule::UnusedDependency: return "unused-dependency";
+    case Rule::AbsoluteInstallName: return "absolute-install-name";
+    case Rule::AbsoluteRpath: return "absolute-rpath";
+    case Rule::DuplicateRpath: return "duplicate-rpath";
+    case Rule::UnprovidedDependency: return "unprovided-dependency";
+    case Rule::WeakRequiredDependency: return "weak-required-dependency";
+    case Rule::ForbiddenDependency: return "forbidden-dependency";
+    case Rule::MinMacos: return "min-macos";
+    case Rule::ArchMissing: return "arch-missing";
+    case Rule::LibraryNotLoaded: return "library-not-loaded";
+    case Rule::SymbolNotFound: return "symbol-not-found";
+    case Rule::InvalidSignature: return "invalid-signature";
+    case Rule::LoaderRule: return "loader-rule";
+  }
+  return "?";
+}
+
+std::optional<Rule> rule_from_id(const std::string& id) {
+  for (Rule rule : kAllRules)
+    if (id == rule_id(rule)) return rule;
+  return std::nullopt;
+}
+
+const char* level_name(Level level) {
+  switch (level) {
+    case Level::Error: return "error";
+    case Level::Warning: return "warning";
+    case Level::Note: return "note";
+    case Level::Off: return "off";
+  }
+  return "?";
+}
+
+std::optional<Level> level_from_name(const std::string& name) {
+  for (Level level : {Level::Error, Level::Warning, Level::Note, Level::Off})
+    if (name == level_name(level)) return level;
+  return std::nullopt;
+}
+
+Level default_level(const Finding& finding) {
+  switch (finding.rule) {
+    // Every supported macOS has its system libraries: an unused one costs a load that
+    // succeeds. Any other unused one may be missing where the model ships.
+    case Rule::UnusedDependency: return under_allowed_prefix(finding.dylib, CheckOptions{}) ? Level::Warning : Level::Error;
+    // dyld searches a build machine's directory in vain and goes on: it loads.
+    case Rule::AbsoluteRpath: return Level::Warning;
+    default: return Level::Error;
+  }
+}
+
+void apply_levels(std::vector<Finding>& findings, const CheckOptions& options) {
+  auto exempted = [&](const Finding& finding) {
+    return std::any_of(options.exempt.begin(), options.exempt.end(), [&](const Exemption& exemption) {
+      return exemption.rule == finding.rule && !finding.dylib.empty() && install_name_matches(exemption.dylib, finding.dylib);
+    });
+  };
+  for (Finding& finding : findings) {
+    auto set = options.levels.find(finding.rule);
+    finding.level = exempted(finding) ? Level::Off : set != options.levels.end() ? set->second : default_level(finding);
+    if (options.warnings_as_errors && finding.level == Level::Warning) finding.level = Level::Error;
+  }
+  findings.erase(std::remove_if(findings.begin(), findings.end(), [](const Finding& f) { return f.level == Level::Off; }),
+                 findings.end());
+}
+
 App& Applications::get(const std::string& app, const std::string& sysroot) {
   auto& known = apps_[{app, sysroot}];
   if (!known) known = std::make_unique<App>(AppOptions{app, sysroot});
@@ -316,6 +383,7 @@ std::vector<Finding> check_findings(const FileReport& report, const CheckOptions
       check.member = member.path;
     }
   }
+  apply_levels(findings, options);
   return findings;
 }
 

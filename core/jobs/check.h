@@ -76,6 +76,22 @@ inline constexpr Rule kAllRules[] = {Rule::UnusedDependency,     Rule::AbsoluteI
                                      Rule::LibraryNotLoaded,     Rule::SymbolNotFound,         Rule::InvalidSignature,
                                      Rule::LoaderRule};
 
+// A finding's level, as compilers and SARIF have them: only an error fails the gate.
+// Off: the finding is not reported.
+enum class Level { Error, Warning, Note, Off };
+
+// The rule's stable id ("unused-dependency", ...), in every report and in --level.
+const char* rule_id(Rule rule);
+std::optional<Rule> rule_from_id(const std::string& id);
+const char* level_name(Level level);  // "error", "warning", "note", "off"
+std::optional<Level> level_from_name(const std::string& name);
+
+// One dependency exempted from one rule (the contract's [[exempt]]).
+struct Exemption {
+  Rule rule = Rule::UnusedDependency;
+  std::string dylib;  // a glob, matched as --keep's are (install name or last component)
+};
+
 // What the application declares: a contract file (core/jobs/contract.h) and the command
 // line together. Every list is of globs matched as --keep's are (install name or its
 // last component) except the prefixes.
@@ -92,6 +108,11 @@ struct CheckOptions {
   // The declare-what-you-ship rules run: a contract file was read, or one of
   // --provided, --allowed-rpath, --required was given.
   bool declared = false;
+  // The levels set (--level RULE=LEVEL, the contract's [levels]) over each rule's
+  // default (default_level); every warning an error (--warnings-as-errors).
+  std::map<Rule, Level> levels;
+  bool warnings_as_errors = false;
+  std::vector<Exemption> exempt;
 };
 
 struct Finding {
@@ -119,6 +140,7 @@ struct Finding {
   std::string problem;
   std::string loader_rule;
   bool unsigned_code = false;  // invalid-signature: arm64 code with no signature at all
+  Level level = Level::Error;  // set by apply_levels
   uint32_t min_macos = 0;           // min-macos: the slice's minimum
   uint32_t required_min_macos = 0;  // min-macos: the application's (--min-macos)
   bool removable = false;  // prune removes the dependency
@@ -150,6 +172,14 @@ class Applications {
  private:
   std::map<std::pair<std::string, std::string>, std::unique_ptr<App>> apps_;
 };
+
+// The level a finding has unless the user sets one: will the file fail to load, or
+// load wrong, where it ships? (docs/commands/check.md gives each rule's and why.)
+Level default_level(const Finding& finding);
+
+// Each finding's level from its default, the options' levels and exemptions and
+// --warnings-as-errors; findings turned off are dropped.
+void apply_levels(std::vector<Finding>& findings, const CheckOptions& options);
 
 // `applications` is needed only when options.app is set; `app_checks`, when given,
 // receives each model slice's load.

@@ -35,7 +35,7 @@ std::string key_names() {
   std::string names;
   for (const Key& key : kKeys) names += std::string(names.empty() ? "" : ", ") + key.name;
   for (const char* key : kSingleKeys) names += std::string(", ") + key;
-  return names;
+  return names + ", warnings_as_errors, [levels], [[exempt]]";
 }
 
 [[noreturn]] void fail_at_source(const std::string& path, const toml::source_region& where, const std::string& problem) {
@@ -96,6 +96,50 @@ void read_key(const std::string& path, const Key& key, const toml::node& value, 
   }
 }
 
+// [levels]: rule id = "error" | "warning" | "note" | "off".
+void read_levels(const std::string& path, const toml::node& value, CheckOptions& contract) {
+  const auto* table = value.as_table();
+  if (!table) fail_at_source(path, value.source(), "key 'levels' takes a table: [levels] RULE = \"LEVEL\"");
+  for (const auto& [name, level] : *table) {
+    std::optional<Rule> rule = rule_from_id(std::string(name.str()));
+    if (!rule) fail_at_source(path, name.source(), "[levels]: '" + std::string(name.str()) + "' is not a rule of check");
+    const auto* text = level.as_string();
+    std::optional<Level> parsed = text ? level_from_name(text->get()) : std::nullopt;
+    if (!parsed)
+      fail_at_source(path, level.source(), "[levels] " + std::string(name.str()) + ": not a level (\"error\", \"warning\", "
+                                           "\"note\" or \"off\")");
+    contract.levels[*rule] = *parsed;
+  }
+}
+
+// [[exempt]]: rule = RULE, dylib = GLOB; one dependency exempted from one rule.
+void read_exemptions(const std::string& path, const toml::node& value, CheckOptions& contract) {
+  const auto* array = value.as_array();
+  if (!array) fail_at_source(path, value.source(), "key 'exempt' takes tables: [[exempt]] rule = ..., dylib = ...");
+  for (const toml::node& item : *array) {
+    const auto* table = item.as_table();
+    if (!table) fail_at_source(path, item.source(), "[[exempt]]: every entry must be a table with rule and dylib");
+    Exemption exemption;
+    bool has_rule = false, has_dylib = false;
+    for (const auto& [name, field] : *table) {
+      const auto* text = field.as_string();
+      if (name.str() == "rule") {
+        std::optional<Rule> rule = text ? rule_from_id(text->get()) : std::nullopt;
+        if (!rule) fail_at_source(path, field.source(), "[[exempt]] rule: not a rule of check");
+        exemption.rule = *rule;
+        has_rule = true;
+      } else if (name.str() == "dylib") {
+        exemption.dylib = entry(path, "exempt.dylib", field);
+        has_dylib = true;
+      } else {
+        fail_at_source(path, name.source(), "[[exempt]]: unknown key '" + std::string(name.str()) + "' (rule, dylib)");
+      }
+    }
+    if (!has_rule || !has_dylib) fail_at_source(path, item.source(), "[[exempt]]: needs both rule and dylib");
+    contract.exempt.push_back(exemption);
+  }
+}
+
 }  // namespace
 
 bool known_arch(const std::string& arch) {
@@ -113,6 +157,20 @@ CheckOptions read_contract(const std::string& path) {
   CheckOptions contract;
   contract.declared = true;
   for (const auto& [name, value] : table) {
+    if (name.str() == "levels") {
+      read_levels(path, value, contract);
+      continue;
+    }
+    if (name.str() == "exempt") {
+      read_exemptions(path, value, contract);
+      continue;
+    }
+    if (name.str() == "warnings_as_errors") {
+      const auto* flag = value.as_boolean();
+      if (!flag) fail_at_source(path, value.source(), "key 'warnings_as_errors' takes true or false");
+      contract.warnings_as_errors = flag->get();
+      continue;
+    }
     if (std::find(std::begin(kSingleKeys), std::end(kSingleKeys), name.str()) != std::end(kSingleKeys)) {
       read_single_key(path, std::string(name.str()), value, contract);
       continue;
@@ -150,6 +208,10 @@ CheckOptions combined(const CheckOptions& contract, const CheckOptions& extra) {
   if (!extra.app.empty()) all.app = extra.app;
   if (!extra.sysroot.empty()) all.sysroot = extra.sysroot;
   if (extra.min_macos) all.min_macos = extra.min_macos;
+  // The command line's levels over the contract's; either may make warnings errors.
+  for (const auto& [rule, level] : extra.levels) all.levels[rule] = level;
+  all.warnings_as_errors = contract.warnings_as_errors || extra.warnings_as_errors;
+  all.exempt.insert(all.exempt.end(), extra.exempt.begin(), extra.exempt.end());
   return all;
 }
 

@@ -10,6 +10,12 @@
 //   sysroot = "../MacOSX.sdk"                 # where the system's libraries are
 //   min_macos = "13.0"                        # the oldest macOS the app supports
 //   arch = ["arm64", "x86_64"]                # slices every model must have
+//   warnings_as_errors = true                 # every warning fails the gate
+//   [levels]                                  # a rule's level: error, warning, note, off
+//   unused-dependency = "error"
+//   [[exempt]]                                # one dependency exempted from one rule
+//   rule = "absolute-install-name"
+//   dylib = "/opt/homebrew/lib/libfoo.dylib"
 //
 // Each list key takes a string or an array of strings, app, sysroot and min_macos
 // one string (paths relative to the contract's directory); every key is optional. Anything

@@ -225,6 +225,7 @@ class Finding:
     # "invalid-signature", "loader-rule" (always: what `verify` fails)
     rule: str
     message: str
+    level: str = "error"  # "error" fails the gate; "warning", "note" do not (docs/commands/check.md)
     used: bool = False  # the dylib supplies symbols to the slice: removing it is not the repair
     symbols: List[str] = field(default_factory=list)  # which
     rpath: str = ""  # the LC_RPATH's path (rpath rules)

@@ -126,7 +126,7 @@ def as_result(finding):
     if finding["offset"] is not None:
         location["physicalLocation"]["region"] = {"byteOffset": finding["offset"]}
     message = finding["message"] + (f". Repair: {finding['repair']}" if finding["repair"] else "")
-    return {"ruleId": finding["rule"], "level": "error", "message": {"text": message}, "locations": [location],
+    return {"ruleId": finding["rule"], "level": finding["level"], "message": {"text": message}, "locations": [location],
             "repair": finding["repair"], "dylib": finding["dylib"], "rpath": finding["rpath"],
             "symbols": finding["symbols"], "symbol": finding["symbol"] or None,
             "expectedIn": finding["expected_in"] or None, "neededBy": finding["needed_by"] or None,
