@@ -52,8 +52,16 @@ bool emit_json(const Settings& settings, const std::string& command, const std::
 // directory, an archive) held no model at all.
 struct Outcome {
   std::vector<FileReport> reports;
+  // Inputs (files, directories) that held no model: an error for every command, since
+  // a run that looked at nothing must not pass, nor report such a file as valid.
+  std::vector<std::string> without_models;
   bool input_without_models = false;
-  int status(bool written) const { return summarize(reports).failed || !written ? kExitError : kExitOk; }
+  int status(bool written) const {
+    return summarize(reports).failed || !written || input_without_models ? kExitError : kExitOk;
+  }
+  bool held_models(const FileReport& report) const {
+    return std::find(without_models.begin(), without_models.end(), report.path) == without_models.end();
+  }
 };
 
 // Errors of the files that failed (and of the archive members that did), notes of
@@ -67,19 +75,17 @@ void print_problems(const std::vector<FileReport>& reports) {
   }
 }
 
-// An input that held no model: for the gates (check, verify: `gate`) an error, since
-// a gate that checked nothing must not pass; for the others a warning.
-bool print_inputs_without_models(const BatchPlan& plan, const std::vector<FileReport>& reports, bool gate) {
-  std::vector<InputWithoutModels> inputs = inputs_without_models(plan, reports);
-  for (const InputWithoutModels& input : inputs) {
-    std::string text = std::string(input.directory ? "no models found under " : "no models found in ") + input.path;
-    if (gate) spdlog::error("{}", text);
-    else spdlog::warn("{}", text);
+// An input that held no model: one error, the same for every command (exit 2).
+std::vector<std::string> print_inputs_without_models(const BatchPlan& plan, const std::vector<FileReport>& reports) {
+  std::vector<std::string> paths;
+  for (const InputWithoutModels& input : inputs_without_models(plan, reports)) {
+    spdlog::error("{}{}", input.directory ? "no models found under " : "no models found in ", input.path);
+    paths.push_back(input.path);
   }
-  return !inputs.empty();
+  return paths;
 }
 
-Outcome run_all(const Settings& settings, Operation operation, bool gate = false) {
+Outcome run_all(const Settings& settings, Operation operation) {
   BatchPlan plan = plan_batch(settings.paths, settings.job.output, settings.job.in_place);
   ProgressBar bar(!settings.quiet, progress_mode(std::getenv("MACHOFIX_PROGRESS")), plan.items.size(), plan.total_size());
   BatchProgress progress;
@@ -90,7 +96,8 @@ Outcome run_all(const Settings& settings, Operation operation, bool gate = false
   outcome.reports = run_batch(plan, operation, settings.job, settings.jobs, progress);
   bar.finish();
   print_problems(outcome.reports);
-  outcome.input_without_models = print_inputs_without_models(plan, outcome.reports, gate);
+  outcome.without_models = print_inputs_without_models(plan, outcome.reports);
+  outcome.input_without_models = !outcome.without_models.empty();
   return outcome;
 }
 
@@ -159,10 +166,10 @@ int run_edit(const Settings& settings) {
 }
 
 int run_verify(const Settings& settings) {
-  Outcome outcome = run_all(settings, Operation::Inspect, /*gate=*/true);
+  Outcome outcome = run_all(settings, Operation::Inspect);
   bool invalid = false;
   for (const FileReport& report : outcome.reports) {
-    if (!report.examined()) continue;
+    if (!report.examined() || !outcome.held_models(report)) continue;
     std::vector<std::string> failures = verify_failures(report);
     invalid |= !failures.empty();
     if (json_to_stdout(settings)) continue;
@@ -272,7 +279,7 @@ int run_check(const Settings& settings) {
       return kExitError;
     }
   }
-  Outcome outcome = run_all(settings, Operation::Inspect, /*gate=*/true);
+  Outcome outcome = run_all(settings, Operation::Inspect);
   std::vector<AppCheck> app_checks;
   std::optional<std::vector<Finding>> findings = all_findings(outcome.reports, contracts, app_checks);
   if (!findings) return kExitError;
@@ -281,7 +288,10 @@ int run_check(const Settings& settings) {
     if (!settings.quiet) {
       for (const std::string& contract : contracts.used()) std::cout << "machofix check: contract " << contract << "\n";
       for (const std::string& note : app_notes(app_checks)) std::cout << "machofix check: " << note << "\n";
-      std::cout << check_summary(outcome.reports, *findings) << "\n";
+      std::vector<FileReport> with_models;
+      for (const FileReport& report : outcome.reports)
+        if (outcome.held_models(report)) with_models.push_back(report);
+      std::cout << check_summary(with_models, *findings) << "\n";
     }
   }
   bool written = emit_json(settings, "check", outcome.reports, &*findings, &contracts.used(),

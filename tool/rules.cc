@@ -42,6 +42,8 @@ const char* rule_reason(Rule rule) {
              "the process when it maps the page (`machofix verify` says which).";
     case Rule::LoaderRule:
       return "A load-time rule of dyld's that the image breaks (docs/loader-rules.md): dyld refuses to load it.";
+    case Rule::UncheckedSlice:
+      return "A slice machofix does not read (32-bit): no rule judged it, so its passing says nothing.";
   }
   return "";
 }
@@ -75,6 +77,7 @@ const char* rule_repair_hint(Rule rule) {
       return "machofix sign --in-place (--resign-invalid for a signature that does not verify) signs it again ad hoc; "
              "an identity signature must be made again with its key (codesign -f -s IDENTITY).";
     case Rule::LoaderRule: return "Link the file again: no edit makes a broken layout valid.";
+    case Rule::UncheckedSlice: return "None needed where no Mac runs it (macOS 10.15 and later run no 32-bit code); lipo -remove drops it.";
   }
   return "";
 }
@@ -176,6 +179,7 @@ std::string finding_message(const Finding& finding) {
       if (finding.unsigned_code) return "arm64 code with no code signature, which the kernel refuses to run";
       return "its code signature is invalid: " + finding.problem;
     case Rule::LoaderRule: return "dyld refuses to load it (" + finding.loader_rule + "): " + finding.problem;
+    case Rule::UncheckedSlice: return "a 32-bit slice, which machofix does not read: no rule checked it";
   }
   return "";
 }
@@ -224,7 +228,8 @@ std::string repair_command(const Finding& finding) {
     case Rule::MinMacos:
     case Rule::ArchMissing:
     case Rule::SymbolNotFound:
-    case Rule::LoaderRule: return "";
+    case Rule::LoaderRule:
+    case Rule::UncheckedSlice: return "";
   }
   return "";
 }

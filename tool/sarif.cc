@@ -71,7 +71,7 @@ Json rule_descriptor(Rule rule) {
           {"name", rule_name(rule)},
           {"shortDescription", {{"text", rule_reason(rule)}}},
           {"help", {{"text", help}}},
-          {"defaultConfiguration", {{"level", rule == Rule::AbsoluteRpath ? "warning" : "error"}}}};
+          {"defaultConfiguration", {{"level", rule == Rule::AbsoluteRpath ? "warning" : rule == Rule::UncheckedSlice ? "note" : "error"}}}};
 }
 
 size_t rule_index(Rule rule) {

@@ -262,6 +262,10 @@ void check_macho(const MachOReport& macho, const std::string& file, const std::s
   check_archs(macho, file, blob, options, run.findings);
   for (const SliceReport& slice : macho.slices) {
     SliceContext context{file, blob, slice, run.findings};
+    if (!slice.handled) {
+      context.add(Rule::UncheckedSlice, slice.offset);
+      continue;
+    }
     check_verifiable(context);
     std::optional<ModelLoad> load;
     if (!options.app.empty() && run.applications && slice.handled) {
@@ -300,6 +304,7 @@ const char* rule_id(Rule rule) {
     case Rule::SymbolNotFound: return "symbol-not-found";
     case Rule::InvalidSignature: return "invalid-signature";
     case Rule::LoaderRule: return "loader-rule";
+    case Rule::UncheckedSlice: return "unchecked-slice";
   }
   return "?";
 }
@@ -333,6 +338,8 @@ Level default_level(const Finding& finding) {
     case Rule::UnusedDependency: return under_allowed_prefix(finding.dylib, CheckOptions{}) ? Level::Warning : Level::Error;
     // dyld searches a build machine's directory in vain and goes on: it loads.
     case Rule::AbsoluteRpath: return Level::Warning;
+    // Nothing was judged: said, not failed (no Mac runs 32-bit code since 10.15).
+    case Rule::UncheckedSlice: return Level::Note;
     default: return Level::Error;
   }
 }

@@ -32,7 +32,9 @@
 //    a slot, the structure), or an arm64 slice without one; the kernel kills the
 //    process that maps such a page, or refuses the arm64 code;
 //  - loader-rule: a load-time rule of dyld's the image breaks (core/format/
-//    loader_rules.h: segments, load commands, __LINKEDIT, the universal header).
+//    loader_rules.h: segments, load commands, __LINKEDIT, the universal header);
+//  - unchecked-slice (a note): a slice machofix does not read (32-bit), so no rule
+//    judged it: never counted as passed in silence.
 // Rules of the application (--app: core/app/process.h loads each model slice in it):
 //  - library-not-loaded: a dependency (of the model, or of a library it brings in)
 //    that dyld does not find, with every path it tried;
@@ -69,12 +71,13 @@ enum class Rule {
   SymbolNotFound,
   InvalidSignature,
   LoaderRule,
+  UncheckedSlice,
 };
 inline constexpr Rule kAllRules[] = {Rule::UnusedDependency,     Rule::AbsoluteInstallName,    Rule::AbsoluteRpath,
                                      Rule::DuplicateRpath,       Rule::UnprovidedDependency,   Rule::WeakRequiredDependency,
                                      Rule::ForbiddenDependency,  Rule::MinMacos,               Rule::ArchMissing,
                                      Rule::LibraryNotLoaded,     Rule::SymbolNotFound,         Rule::InvalidSignature,
-                                     Rule::LoaderRule};
+                                     Rule::LoaderRule,           Rule::UncheckedSlice};
 
 // A finding's level, as compilers and SARIF have them: only an error fails the gate.
 // Off: the finding is not reported.

@@ -332,17 +332,17 @@ def check_file_types(machofix, inputs, work):
 # --- inputs without models -----------------------------------------------------------
 
 def check_no_models(machofix, inputs, work):
-    """A directory (or a named archive) without models says so: an error for the gates
-    (check, verify), a warning for the others."""
+    """A directory (or a named archive, a wheel) without models says so: one error, exit
+    2, the same for every command; no gate calls it valid or counts it as checked."""
     for name in RUNS:
         scratch = scratch_dir(work, "nomodels")
         write(os.path.join(scratch, "docs", "notes.txt"), b"not a model\n")
         shutil.copy(inputs.object, os.path.join(scratch, "docs", "unit.o"))
         os.makedirs(os.path.join(scratch, "empty"))
-        gate = name in ("check", "verify")
+        gate = True  # every command: a run that looked at nothing does not pass
         for directory in ("docs", "empty"):
             result = run_in(scratch, machofix, name, [directory])
-            level = "error" if gate else "warning"
+            level = "error"
             expect(f"machofix: {level}: no models found under {directory}" in result.stderr
                    and result.returncode == (2 if gate else 0), f"{name} {directory}: {describe(result)}")
         shutil.copy(inputs.dylib, os.path.join(scratch, "good.dylib"))
@@ -354,6 +354,12 @@ def check_no_models(machofix, inputs, work):
         result = run_in(scratch, machofix, name, ["docs.zip"])
         expect("no models found in docs.zip" in result.stderr and result.returncode == (2 if gate else 0),
                f"{name} docs.zip: an archive without models: {describe(result)}")
+        with zipfile.ZipFile(os.path.join(scratch, "pkg-1.0-py3-none-any.whl"), "w") as archive:
+            archive.writestr("pkg/__init__.py", "x = 1\n")
+        result = run_in(scratch, machofix, name, ["pkg-1.0-py3-none-any.whl"])
+        expect(result.stderr.count("no models found in pkg-1.0-py3-none-any.whl") == 1 and result.returncode == 2
+               and "valid" not in result.stdout and "1 file checked" not in result.stdout,
+               f"{name}: a wheel without Mach-O: one error, exit 2, never valid or checked: {describe(result)}")
 
 
 # --- JSON: what was removed, what would be --------------------------------------------

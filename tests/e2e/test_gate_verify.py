@@ -14,7 +14,10 @@ has nothing else to say, and the same inside a .pte (tests/pte/pte_writer wrap):
   violation `verify` lists, the same rule id at the same offset;
 - `check --app` (an application without libomp, a sysroot) fails each of them too;
 - the unbroken file passes all three;
-- over every fixture of the matrix: whenever `verify` exits 1, `check` exits 1.
+- over every fixture of the matrix: whenever `verify` exits 1, `check` exits 1;
+- a universal file with an i386 slice, which machofix does not read: an
+  unchecked-slice note for it, never a silent pass; the gate's verdict is the
+  other slice's.
 """
 import json
 import os
@@ -25,7 +28,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
-from tamper import LC_SEGMENT_64, _commands, tamper_text  # noqa: E402
+from tamper import LC_SEGMENT_64, _commands, tamper_text, with_i386_slice  # noqa: E402
 
 BASE = "aoti_metal_arm64_chained.in"
 failures = []
@@ -163,6 +166,13 @@ def main(argv):
         rule_break(data)
         judge(machofix, write(rule_break.__name__ + ".dylib", data), app, rule_break.__name__)
         judge(machofix, wrapped(rule_break.__name__, data), app, rule_break.__name__ + " in a .pte")
+
+    fat = write("with_i386.dylib", with_i386_slice(clean_bytes))
+    status, findings = check_findings(machofix, fat)
+    text = run(machofix, "check", "--no-contract", fat).stdout
+    expect("an i386 slice is an unchecked-slice note; the clean arm64 slice passes",
+           status == 0 and [(f["rule"], f["level"], f["arch"]) for f in findings] == [("unchecked-slice", "note", "i386")]
+           and "i386: note: a 32-bit slice" in text and "1 finding (1 note)" in text, (findings, text))
 
     missed = []
     for name in sorted(os.listdir(fixtures)):

@@ -267,10 +267,14 @@ def check_runs(reports, inputs):
                 inputs.path(RPATHS), status=1)
     reports.run("check: no finding", "check", "--no-contract", inputs.path(CLEAN))
     # What verify fails: a flipped byte of code, __TEXT writable.
-    broken = [inputs.path("tampered.dylib"), inputs.path("writable_text.dylib")]
+    broken = [inputs.path("tampered.dylib"), inputs.path("writable_text.dylib"), inputs.path("with_i386.dylib")]
+    with open(os.path.join(inputs.fixtures, CLEAN), "rb") as handle:
+        data = handle.read()
+    with open(broken[-1], "wb") as handle:  # an unchecked-slice note
+        handle.write(tamper.with_i386_slice(data))
     document = reports.run("check: what verify fails", "check", "--no-contract", *broken, status=1)
-    expect({"invalid-signature", "loader-rule"} <= {f["rule"] for f in document.get("findings", [])},
-           "check: invalid-signature and loader-rule findings")
+    expect({"invalid-signature", "loader-rule", "unchecked-slice"} <= {f["rule"] for f in document.get("findings", [])},
+           "check: invalid-signature, loader-rule and unchecked-slice findings")
     # --app: a directory of libraries whose libomp.dylib is another library (it exports
     # none of libomp's symbols), the targets' rules beside.
     app = inputs.path("app")

@@ -39,7 +39,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "corpus"))
 from fetch_corpus import classify_npm_failure  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "support"))
-from tamper import tamper_text, writable_text  # noqa: E402
+from tamper import tamper_text, with_i386_slice, writable_text  # noqa: E402
 
 SCHEMA_PACKAGE = "@microsoft/jest-sarif@1.0.0-beta.0"
 SCHEMA_INTEGRITY = ("sha512-A1fOhPd6Ic5iDk4F9YPw1qNB4XF+7+IviR7xl8r2F6QzQkx5cpY9LsGk2rExiFIEcBbjpVnSmwWGBukASkiQ9A==")
@@ -205,6 +205,10 @@ def main(argv):
         spoil(data, "arm64")
         with open(os.path.join(models, name), "wb") as handle:
             handle.write(data)
+    with open(os.path.join(fixtures, "contract_clean_arm64_chained.in"), "rb") as handle:
+        data = handle.read()
+    with open(os.path.join(models, "with_i386.dylib"), "wb") as handle:  # unchecked-slice
+        handle.write(with_i386_slice(data))
     write(os.path.join(models, "machofix.toml"), 'provided = "@rpath/libomp.dylib"\nrequired = "libomp.dylib"\n'
           'forbid = "*omp*"\n')
     # The application's rules, by a contract of their own: an application (a directory
@@ -236,9 +240,9 @@ def main(argv):
     ids = [rule["id"] for rule in driver["rules"]]
     expect(ids == ["unused-dependency", "absolute-install-name", "absolute-rpath", "duplicate-rpath",
                    "unprovided-dependency", "weak-required-dependency", "forbidden-dependency", "min-macos",
-                   "arch-missing", "library-not-loaded", "symbol-not-found", "invalid-signature", "loader-rule"]
+                   "arch-missing", "library-not-loaded", "symbol-not-found", "invalid-signature", "loader-rule", "unchecked-slice"]
            and all(rule["shortDescription"]["text"] and rule["help"]["text"] for rule in driver["rules"]),
-           "the driver lists the thirteen rules, each with its reason and help", str(ids))
+           "the driver lists the fourteen rules, each with its reason and help", str(ids))
     expect(driver["name"] == "machofix" and run_["originalUriBaseIds"]["%SRCROOT%"]["uri"] == f"file://{work}/",
            "the driver is machofix; %SRCROOT% is the current directory")
     rules_found = {finding["rule"] for finding in findings}

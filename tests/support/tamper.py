@@ -223,3 +223,19 @@ def run_cases(tests, make_case, arguments):
         failures += bool(problems)
     print(f"{len(tests) - failures}/{len(tests)} cases pass")
     return 1 if failures else 0
+
+
+def with_i386_slice(thin):
+    """A universal file of a 32-bit i386 slice (a bare header: machofix does not read
+    32-bit slices) and the thin 64-bit file `thin`, as lipo lays them out."""
+    i386 = struct.pack("<7I", 0xFEEDFACE, 7, 3, 6, 0, 0, 0x85) + bytes(100)
+    align = 0x4000
+    first = align
+    second = first + (len(i386) + align - 1) // align * align
+    cputype = struct.unpack_from("<I", thin, 4)[0]
+    out = bytearray(struct.pack(">II", 0xCAFEBABE, 2))
+    out += struct.pack(">5I", 7, 3, first, len(i386), 14)
+    out += struct.pack(">5I", cputype, struct.unpack_from("<I", thin, 8)[0] & 0xFFFFFF, second, len(thin), 14)
+    out += bytes(first - len(out)) + i386
+    out += bytes(second - len(out)) + bytes(thin)
+    return bytes(out)
