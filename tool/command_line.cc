@@ -219,7 +219,9 @@ void add_globs(CLI::App* command, const char* name, std::vector<std::string>& va
 }
 
 const char* const kCheckRules =
-    "Rules (ids in every report): unused-dependency, absolute-install-name and forbidden-dependency always run. "
+    "Rules (ids in every report): unused-dependency, absolute-install-name, relative-install-name and "
+    "forbidden-dependency always run, and so do invalid-signature and loader-rule (what verify fails) and "
+    "unchecked-slice (a note for a slice not read). "
     "absolute-rpath, duplicate-rpath, unprovided-dependency and weak-required-dependency run once the application "
     "declares what it ships: a contract file, or --provided, --allowed-rpath or --required; without a declaration "
     "there is nothing to hold an @rpath/ name or an rpath against, and check keeps its plain behaviour.\n\n"

@@ -44,6 +44,9 @@ const char* rule_reason(Rule rule) {
       return "A load-time rule of dyld's that the image breaks (docs/loader-rules.md): dyld refuses to load it.";
     case Rule::UncheckedSlice:
       return "A slice machofix does not read (32-bit): no rule judged it, so its passing says nothing.";
+    case Rule::RelativeInstallName:
+      return "An install name with no leading '/' or '@' is a path relative to the process's current directory: "
+             "the library is found only when the application is started from the right place.";
   }
   return "";
 }
@@ -78,6 +81,8 @@ const char* rule_repair_hint(Rule rule) {
              "an identity signature must be made again with its key (codesign -f -s IDENTITY).";
     case Rule::LoaderRule: return "Link the file again: no edit makes a broken layout valid.";
     case Rule::UncheckedSlice: return "None needed where no Mac runs it (macOS 10.15 and later run no 32-bit code); lipo -remove drops it.";
+    case Rule::RelativeInstallName:
+      return "machofix edit FILE --in-place --change NAME @rpath/NAME, and ship NAME where an LC_RPATH points.";
   }
   return "";
 }
@@ -180,6 +185,8 @@ std::string finding_message(const Finding& finding) {
       return "its code signature is invalid: " + finding.problem;
     case Rule::LoaderRule: return "dyld refuses to load it (" + finding.loader_rule + "): " + finding.problem;
     case Rule::UncheckedSlice: return "a 32-bit slice, which machofix does not read: no rule checked it";
+    case Rule::RelativeInstallName:
+      return dependency_phrase(finding) + ", a path relative to the process's current directory, where dyld looks for it";
   }
   return "";
 }
@@ -204,6 +211,9 @@ std::string repair_command(const Finding& finding) {
       return "machofix edit " + file + " --in-place --change " + shell_quoted(finding.dylib) + " " +
              shell_quoted("@rpath/" + last_path_component(finding.dylib));
     case Rule::AbsoluteRpath: return "machofix edit " + file + " --in-place --delete-rpath " + shell_quoted(finding.rpath);
+    case Rule::RelativeInstallName:
+      return "machofix edit " + file + " --in-place --change " + shell_quoted(finding.dylib) + " " +
+             shell_quoted("@rpath/" + last_path_component(finding.dylib));
     case Rule::DuplicateRpath:
       // --delete-rpath removes every copy spelled so (as install_name_tool's does): a
       // repeat spelled differently (a trailing slash) goes alone, the same spelling

@@ -104,6 +104,7 @@ void check_dylib(SliceContext& context, const DylibReport& dylib, const CheckOpt
   bool provided_by_app = found_in_app(context, dylib);
   if (dylib.removable() && !provided_by_app) context.add(Rule::UnusedDependency, dylib);
   if (!absolute_name_allowed(name, options) && !provided_by_app) context.add(Rule::AbsoluteInstallName, dylib);
+  if (!name.empty() && name[0] != '/' && name[0] != '@') context.add(Rule::RelativeInstallName, dylib);
   // With an application, what it provides is what dyld finds in it: library-not-loaded
   // says so for the dependencies it does not, with the paths tried.
   if (options.declared && options.app.empty() && relative_name(name) && !weak && !any_matches(options.provided, name))
@@ -305,6 +306,7 @@ const char* rule_id(Rule rule) {
     case Rule::InvalidSignature: return "invalid-signature";
     case Rule::LoaderRule: return "loader-rule";
     case Rule::UncheckedSlice: return "unchecked-slice";
+    case Rule::RelativeInstallName: return "relative-install-name";
   }
   return "?";
 }

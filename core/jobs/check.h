@@ -10,7 +10,10 @@
 //    has (/usr/lib, /System/Library), --allow-prefix and the provided globs, such as
 //    PyTorch's /opt/llvm-openmp/lib/libomp.dylib: users' machines will not have it;
 //  - forbidden-dependency: a dependency matching a --forbid glob (install name or its
-//    last component), used or not, whatever its path or kind.
+//    last component), used or not, whatever its path or kind;
+//  - relative-install-name: an install name with no '/' or '@' at its start
+//    ("liba.dylib"), which dyld resolves against the process's current directory: held
+//    to the rule of rpaths relative to it, whatever the contract provides.
 // Rules that run once the application declares what it ships (a contract: a contract
 // file, or --provided / --allowed-rpath / --required on the command line); without a
 // declaration there is nothing to hold an @rpath/ name or an rpath against:
@@ -72,12 +75,13 @@ enum class Rule {
   InvalidSignature,
   LoaderRule,
   UncheckedSlice,
+  RelativeInstallName,
 };
 inline constexpr Rule kAllRules[] = {Rule::UnusedDependency,     Rule::AbsoluteInstallName,    Rule::AbsoluteRpath,
                                      Rule::DuplicateRpath,       Rule::UnprovidedDependency,   Rule::WeakRequiredDependency,
                                      Rule::ForbiddenDependency,  Rule::MinMacos,               Rule::ArchMissing,
                                      Rule::LibraryNotLoaded,     Rule::SymbolNotFound,         Rule::InvalidSignature,
-                                     Rule::LoaderRule,           Rule::UncheckedSlice};
+                                     Rule::LoaderRule,           Rule::UncheckedSlice,         Rule::RelativeInstallName};
 
 // A finding's level, as compilers and SARIF have them: only an error fails the gate.
 // Off: the finding is not reported.

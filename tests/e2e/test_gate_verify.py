@@ -15,6 +15,9 @@ has nothing else to say, and the same inside a .pte (tests/pte/pte_writer wrap):
 - `check --app` (an application without libomp, a sysroot) fails each of them too;
 - the unbroken file passes all three;
 - over every fixture of the matrix: whenever `verify` exits 1, `check` exits 1;
+- a dependency on a bare relative install name ("liba.dylib"), which dyld resolves
+  against the current directory: a relative-install-name error, also when the
+  contract declares '@rpath/*' provided, whose repair makes it @rpath/;
 - a universal file with an i386 slice, which machofix does not read: an
   unchecked-slice note for it, never a silent pass; the gate's verdict is the
   other slice's.
@@ -28,6 +31,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
+from relative_name import dylib_with_relative_dependency  # noqa: E402
 from tamper import LC_SEGMENT_64, _commands, tamper_text, with_i386_slice  # noqa: E402
 
 BASE = "aoti_metal_arm64_chained.in"
@@ -173,6 +177,14 @@ def main(argv):
     expect("an i386 slice is an unchecked-slice note; the clean arm64 slice passes",
            status == 0 and [(f["rule"], f["level"], f["arch"]) for f in findings] == [("unchecked-slice", "note", "i386")]
            and "i386: note: a 32-bit slice" in text and "1 finding (1 note)" in text, (findings, text))
+
+    relative = dylib_with_relative_dependency(os.path.join(work, "relative"))
+    for options in ([], ["--provided", "@rpath/*"]):
+        status, findings = check_findings(machofix, relative, *options)
+        named = [f for f in findings if f["rule"] == "relative-install-name"]
+        expect(f"a bare relative install name fails check {' '.join(options)}",
+               status == 1 and len(named) == 1 and named[0]["dylib"] == "liba.dylib" and named[0]["level"] == "error"
+               and "--change liba.dylib @rpath/liba.dylib" in named[0]["repair"], findings)
 
     missed = []
     for name in sorted(os.listdir(fixtures)):

@@ -43,6 +43,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
 import pte_models  # noqa: E402
 import tamper  # noqa: E402
+from relative_name import dylib_with_relative_dependency  # noqa: E402
 
 SCHEMA = os.path.join(ROOT, "docs", "report.schema.json")
 THIN = "aoti_metal_arm64_chained.in"  # lld-signed arm64, libomp unused
@@ -272,9 +273,11 @@ def check_runs(reports, inputs):
         data = handle.read()
     with open(broken[-1], "wb") as handle:  # an unchecked-slice note
         handle.write(tamper.with_i386_slice(data))
+    broken.append(dylib_with_relative_dependency(inputs.path("relative")))
     document = reports.run("check: what verify fails", "check", "--no-contract", *broken, status=1)
-    expect({"invalid-signature", "loader-rule", "unchecked-slice"} <= {f["rule"] for f in document.get("findings", [])},
-           "check: invalid-signature, loader-rule and unchecked-slice findings")
+    expect({"invalid-signature", "loader-rule", "unchecked-slice", "relative-install-name"}
+           <= {f["rule"] for f in document.get("findings", [])},
+           "check: invalid-signature, loader-rule, unchecked-slice and relative-install-name findings")
     # --app: a directory of libraries whose libomp.dylib is another library (it exports
     # none of libomp's symbols), the targets' rules beside.
     app = inputs.path("app")

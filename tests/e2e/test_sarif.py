@@ -39,6 +39,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "corpus"))
 from fetch_corpus import classify_npm_failure  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "support"))
+from relative_name import dylib_with_relative_dependency  # noqa: E402
 from tamper import tamper_text, with_i386_slice, writable_text  # noqa: E402
 
 SCHEMA_PACKAGE = "@microsoft/jest-sarif@1.0.0-beta.0"
@@ -209,6 +210,8 @@ def main(argv):
         data = handle.read()
     with open(os.path.join(models, "with_i386.dylib"), "wb") as handle:  # unchecked-slice
         handle.write(with_i386_slice(data))
+    shutil.move(dylib_with_relative_dependency(os.path.join(work, "relative")),
+                os.path.join(models, "relative_dependency.dylib"))  # relative-install-name
     write(os.path.join(models, "machofix.toml"), 'provided = "@rpath/libomp.dylib"\nrequired = "libomp.dylib"\n'
           'forbid = "*omp*"\n')
     # The application's rules, by a contract of their own: an application (a directory
@@ -240,9 +243,10 @@ def main(argv):
     ids = [rule["id"] for rule in driver["rules"]]
     expect(ids == ["unused-dependency", "absolute-install-name", "absolute-rpath", "duplicate-rpath",
                    "unprovided-dependency", "weak-required-dependency", "forbidden-dependency", "min-macos",
-                   "arch-missing", "library-not-loaded", "symbol-not-found", "invalid-signature", "loader-rule", "unchecked-slice"]
+                   "arch-missing", "library-not-loaded", "symbol-not-found", "invalid-signature", "loader-rule", "unchecked-slice",
+                   "relative-install-name"]
            and all(rule["shortDescription"]["text"] and rule["help"]["text"] for rule in driver["rules"]),
-           "the driver lists the fourteen rules, each with its reason and help", str(ids))
+           "the driver lists the fifteen rules, each with its reason and help", str(ids))
     expect(driver["name"] == "machofix" and run_["originalUriBaseIds"]["%SRCROOT%"]["uri"] == f"file://{work}/",
            "the driver is machofix; %SRCROOT% is the current directory")
     rules_found = {finding["rule"] for finding in findings}
