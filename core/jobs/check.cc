@@ -367,8 +367,11 @@ App& Applications::get(const std::string& app, const std::string& sysroot) {
   return *known;
 }
 
-std::vector<Finding> check_findings(const FileReport& report, const CheckOptions& options, Applications* applications,
-                                    std::vector<AppCheck>* app_checks) {
+namespace {
+
+// Every finding of the file and its archive members, before levels.
+std::vector<Finding> findings_before_levels(const FileReport& report, const CheckOptions& options, Applications* applications,
+                                            std::vector<AppCheck>* app_checks) {
   std::vector<Finding> findings;
   CheckRun run{options, applications, app_checks, findings};
   if (report.macho) check_macho(*report.macho, report.path, "", run);
@@ -376,7 +379,7 @@ std::vector<Finding> check_findings(const FileReport& report, const CheckOptions
     for (const BlobReport& blob : report.pte->blobs) check_macho(blob.macho, report.path, join(blob.keys), run);
   for (const FileReport& member : report.members) {
     size_t member_checks_at = app_checks ? app_checks->size() : 0;
-    for (Finding finding : check_findings(member, options, applications, app_checks)) {
+    for (Finding finding : findings_before_levels(member, options, applications, app_checks)) {
       finding.blob = finding.blob.empty() ? member.path : member.path + ": " + finding.blob;
       finding.file = report.path;
       finding.member = member.path;
@@ -392,6 +395,15 @@ std::vector<Finding> check_findings(const FileReport& report, const CheckOptions
       check.member = member.path;
     }
   }
+  return findings;
+}
+
+}  // namespace
+
+std::vector<Finding> check_findings(const FileReport& report, const CheckOptions& options, Applications* applications,
+                                    std::vector<AppCheck>* app_checks) {
+  // Once, over the members' findings too.
+  std::vector<Finding> findings = findings_before_levels(report, options, applications, app_checks);
   apply_levels(findings, options);
   return findings;
 }
