@@ -239,7 +239,11 @@ const char* const kCheckRules =
     "dlopen()ed by the application's executable, as ExecuTorch loads a .pte's .so): library-not-loaded names a "
     "dependency not found, with every path tried; symbol-not-found an import no library it binds to exports. "
     "min-macos and arch-missing check the targets (--min-macos, --arch). The contract's keys app, sysroot, min_macos "
-    "and arch say the same. docs/app-check.md has the rules.";
+    "and arch say the same. docs/app-check.md has the rules.\n\n"
+    "missing-weights: an AOTI delegate's weights key that is empty, names an entry that cannot be read, or is found "
+    "neither in the .pte nor in a .ptd given with --ptd (the contract's ptd): ExecuTorch's Metal backend loads such "
+    "a model and computes without its weights. With no .ptd given, weights not in the .pte are a warning naming the "
+    "key.";
 
 CLI::App* add_check(CLI::App& app, HelpFormatter& help, Settings& settings) {
   CLI::App* check = add_command(
@@ -277,6 +281,11 @@ CLI::App* add_check(CLI::App& app, HelpFormatter& help, Settings& settings) {
       ->check([](const std::string& arch) {
         return known_arch(arch) ? std::string() : "not an architecture (" + std::string(kArchNames) + "): " + arch;
       });
+  check->add_option("--ptd", settings.check.ptd_files,
+                    "a .ptd file the application passes with the models: AOTI weights not in a .pte are looked up "
+                    "there (missing-weights); repeatable")
+      ->type_name("FILE")
+      ->allow_extra_args(false);
   check->add_option_function<std::vector<std::string>>(
            "--level",
            [&settings](const std::vector<std::string>& values) {

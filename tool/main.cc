@@ -255,10 +255,12 @@ std::optional<std::vector<Finding>> all_findings(const std::vector<FileReport>& 
                                                  std::vector<AppCheck>& app_checks) {
   std::vector<Finding> findings;
   Applications applications;
+  ExternalData external_data;  // the .ptd files, read once for every model
   try {
     for (const FileReport& report : reports) {
       if (!report.examined()) continue;
-      std::vector<Finding> found = check_findings(report, contracts.for_file(report.path), &applications, &app_checks);
+      std::vector<Finding> found =
+          check_findings(report, contracts.for_file(report.path), &applications, &app_checks, &external_data);
       findings.insert(findings.end(), found.begin(), found.end());
     }
   } catch (const Error& error) {

@@ -180,7 +180,10 @@ std::string summary_line(const BatchSummary& summary, bool dry_run) {
 }
 
 std::string finding_line(const Finding& finding) {
-  std::string where = finding.file + (finding.blob.empty() ? "" : ": " + finding.blob) + ": " + finding.arch;
+  // A finding of the file or its program (a universal header, a delegate's weights)
+  // has no blob or slice to name.
+  std::string where = finding.file + (finding.blob.empty() ? "" : ": " + finding.blob) +
+                      (finding.arch.empty() ? "" : ": " + finding.arch);
   std::string message = finding_message(finding);
   std::string line = where + ": " + level_name(finding.level) + ": " + message + " [" + rule_id(finding.rule) + "]";
   if (std::string repair = repair_command(finding); !repair.empty()) line += "\n  repair: " + repair;

@@ -211,7 +211,12 @@ Json finding_json(const Finding& finding) {
           {"min_macos", finding.min_macos ? Json(version_text(finding.min_macos)) : Json(nullptr)},
           {"required", finding.required_min_macos ? Json(version_text(finding.required_min_macos)) : Json(nullptr)},
           {"problem", finding.problem},
-          {"loader_rule", finding.loader_rule}};
+          {"loader_rule", finding.loader_rule},
+          {"method", finding.method},
+          {"backend", finding.backend},
+          {"weights_key", finding.weights_key},
+          {"looked_in", finding.looked_in},
+          {"at_launch", finding.at_launch}};
 }
 
 const char* verdict_text(BindVerdict verdict) {

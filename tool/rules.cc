@@ -47,6 +47,9 @@ const char* rule_reason(Rule rule) {
     case Rule::RelativeInstallName:
       return "An install name with no leading '/' or '@' is a path relative to the process's current directory: "
              "the library is found only when the application is started from the right place.";
+    case Rule::MissingWeights:
+      return "An AOTI delegate whose weights cannot be found or read: ExecuTorch's Metal backend loads the model anyway "
+             "and computes with constants it never received.";
   }
   return "";
 }
@@ -83,6 +86,9 @@ const char* rule_repair_hint(Rule rule) {
     case Rule::UncheckedSlice: return "None needed where no Mac runs it (macOS 10.15 and later run no 32-bit code); lipo -remove drops it.";
     case Rule::RelativeInstallName:
       return "machofix edit FILE --in-place --change NAME @rpath/NAME, and ship NAME where an LC_RPATH points.";
+    case Rule::MissingWeights:
+      return "Weights the application passes in a .ptd: check with --ptd FILE (the contract's ptd). Otherwise export "
+             "the model again: no edit supplies weights.";
   }
   return "";
 }
@@ -140,9 +146,36 @@ std::string needed_by_phrase(const Finding& finding) {
   return finding.needed_by.empty() ? "" : " (needed by " + finding.needed_by + ", which the model brings in)";
 }
 
+// A finding of the application itself (--app): it fails at launch, before any model.
+std::string launch_message(const Finding& finding) {
+  std::string cannot = "the application cannot launch: ";
+  switch (finding.rule) {
+    case Rule::LibraryNotLoaded:
+      return cannot + finding.needed_by + " depends on " + finding.dylib + ", which dyld does not find; tried: " +
+             tried_list(finding.tried);
+    case Rule::InvalidSignature: return cannot + "the code signature of " + finding.needed_by + " is invalid: " + finding.problem;
+    default: return cannot + "dyld refuses " + finding.needed_by + " (" + finding.loader_rule + "): " + finding.problem;
+  }
+}
+
 std::string library_not_loaded_message(const Finding& finding) {
   std::string subject = finding.needed_by.empty() ? dependency_phrase(finding) : "a library it brings in depends on " + finding.dylib;
   return subject + ", which dyld does not find in the application" + needed_by_phrase(finding) + "; tried: " + tried_list(finding.tried);
+}
+
+std::string missing_weights_message(const Finding& finding) {
+  std::string delegate = "the " + finding.backend + " delegate of method '" + finding.method + "'";
+  if (finding.weights_key.empty())
+    return delegate + " has an empty weights key: the backend finds no weights and computes without them";
+  std::string key = "'" + finding.weights_key + "'";
+  if (finding.expected_from_ptd)
+    return delegate + " expects its weights " + key + " from a .ptd, and none was given (--ptd FILE checks it there)";
+  if (finding.looked_in.empty() || finding.problem.find("no such key") == std::string::npos)
+    return delegate + " cannot read its weights " + key + " (" + finding.problem + "): the backend computes without them";
+  std::string files;
+  for (const std::string& file : finding.looked_in) files += (files.empty() ? "" : ", ") + file;
+  return delegate + " finds its weights " + key + " neither in the file nor in the .ptd given (" + files +
+         "): the backend computes without them";
 }
 
 std::string symbol_not_found_message(const Finding& finding) {
@@ -156,6 +189,7 @@ std::string symbol_not_found_message(const Finding& finding) {
 }  // namespace
 
 std::string finding_message(const Finding& finding) {
+  if (finding.at_launch) return launch_message(finding);
   switch (finding.rule) {
     case Rule::UnusedDependency:
       return dependency_phrase(finding) + ", which supplies no symbol; `machofix prune` removes it";
@@ -187,6 +221,7 @@ std::string finding_message(const Finding& finding) {
     case Rule::UncheckedSlice: return "a 32-bit slice, which machofix does not read: no rule checked it";
     case Rule::RelativeInstallName:
       return dependency_phrase(finding) + ", a path relative to the process's current directory, where dyld looks for it";
+    case Rule::MissingWeights: return missing_weights_message(finding);
   }
   return "";
 }
@@ -202,6 +237,10 @@ std::string shell_quoted(const std::string& word) {
 
 std::string repair_command(const Finding& finding) {
   std::string file = shell_quoted(finding.file);
+  // The application's to repair, not the model's.
+  if (finding.at_launch)
+    return finding.rule == Rule::InvalidSignature ? "machofix sign " + shell_quoted(finding.needed_by) + " --in-place --resign-invalid"
+                                                  : "";
   switch (finding.rule) {
     case Rule::UnusedDependency: return "machofix prune " + file + " --in-place --only " + shell_quoted(last_path_component(finding.dylib));
     case Rule::AbsoluteInstallName:
@@ -240,6 +279,8 @@ std::string repair_command(const Finding& finding) {
     case Rule::SymbolNotFound:
     case Rule::LoaderRule:
     case Rule::UncheckedSlice: return "";
+    case Rule::MissingWeights:
+      return finding.expected_from_ptd ? "machofix check " + file + " --ptd WEIGHTS.ptd" : "";
   }
   return "";
 }

@@ -83,6 +83,14 @@ size_t rule_index(Rule rule) {
 Json location(const Finding& finding) {
   Json physical = {{"artifactLocation", artifact_location(finding.file)}};
   if (finding.offset) physical["region"] = {{"byteOffset", *finding.offset}};
+  // A slice is a module; a delegate's weights belong to its method; a finding of the
+  // whole file (its universal header) has no logical location.
+  if (finding.rule == Rule::MissingWeights) {
+    Json logical = Json::array({{{"name", finding.method}, {"fullyQualifiedName", finding.method + "/" + finding.backend},
+                                 {"kind", "function"}}});
+    return {{"physicalLocation", physical}, {"logicalLocations", logical}};
+  }
+  if (finding.arch.empty()) return {{"physicalLocation", physical}};
   std::string qualified = finding.blob.empty() ? finding.arch : finding.blob + "/" + finding.arch;
   Json logical = Json::array({{{"name", finding.arch}, {"fullyQualifiedName", qualified}, {"kind", "module"}}});
   return {{"physicalLocation", physical}, {"logicalLocations", logical}};
@@ -109,7 +117,15 @@ Json result(const Finding& finding) {
     for (const TriedPath& path : finding.tried) tried.push_back({{"path", path.path}, {"reason", path.reason}});
     properties["tried"] = tried;
   }
-  std::string subject = finding.dylib.empty() ? finding.rpath : finding.dylib;
+  if (finding.rule == Rule::MissingWeights) {
+    properties["method"] = finding.method;
+    properties["backend"] = finding.backend;
+    properties["weightsKey"] = finding.weights_key;
+  }
+  // A delegate's weights by its method: the key is a content hash, renewed on every export.
+  std::string subject = finding.rule == Rule::MissingWeights ? finding.method + "|" + finding.backend
+                        : finding.dylib.empty()               ? finding.rpath
+                                                               : finding.dylib;
   if (!finding.symbol.empty()) subject += "|" + finding.symbol;
   if (!finding.needed_by.empty()) subject += "|" + finding.needed_by;
   return {{"ruleId", rule_id(finding.rule)},

@@ -209,7 +209,14 @@ bool Dyld::try_candidate(const Candidate& candidate, size_t requester, Found& fo
       found.image = image;
       return true;
     }
-    bool added = add_image(real, files_.open(local, process_.arch, process_.platform), requester, found);
+    OpenedLibrary opened = files_.open(local, process_.arch, process_.platform);
+    // A file of the application that the kernel or dyld refuses: dyld notes why and
+    // tries the next path. (The sysroot stands for the system, which is taken as sound.)
+    if (opened.image && opened.image->refused) {
+      found.tried.push_back({path, opened.image->refused->reason()});
+      return false;
+    }
+    bool added = add_image(real, opened, requester, found);
     if (added) process_.images[*found.image].local = true;
     return added;
   }

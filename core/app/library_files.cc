@@ -2,7 +2,9 @@
 
 #include <string_view>
 
+#include "core/format/codesign.h"
 #include "core/format/fat.h"
+#include "core/format/loader_rules.h"
 #include "core/format/macho_format.h"
 #include "core/format/tbd.h"
 #include "core/io/file_io.h"
@@ -51,6 +53,21 @@ std::string platform_problem(const std::vector<BuildTarget>& targets, uint32_t p
   return "mach-o file, but is an incompatible platform (have '" + have + "', need '" + platform_name(process_platform) + "')";
 }
 
+// What the kernel or dyld refuses, as verify judges it: the first load-time rule the
+// slice breaks (dyld's checks run before it maps anything), else a code signature that
+// does not verify, or arm64 code without one (the kernel refuses it).
+std::optional<ImageRefusal> refusal(const MachO& macho, const Bytes& slice) {
+  std::vector<RuleViolation> violations = check_loader_rules(slice);
+  if (!violations.empty()) return ImageRefusal{false, violations.front().rule, violations.front().message};
+  SignatureCheck check = check_code_signature(macho);
+  if (check.valid()) return std::nullopt;
+  const SignatureFinding& problem = check.problems.front();
+  if (problem.is<finding::NotSigned>())
+    return macho.cputype == macho::CPU_TYPE_ARM64 ? std::optional<ImageRefusal>(ImageRefusal{true, "", "not signed (arm64 code must be signed to run)"})
+                                                  : std::nullopt;
+  return ImageRefusal{true, "", describe(problem)};
+}
+
 LibraryImage image_of(const MachO& macho) {
   LibraryImage image;
   image.install_name = macho.id_name.value_or("");
@@ -65,6 +82,10 @@ LibraryImage image_of(const MachO& macho) {
 }
 
 }  // namespace
+
+std::string ImageRefusal::reason() const {
+  return signature ? "code signature invalid: " + problem : "dyld refuses it (" + rule + "): " + problem;
+}
 
 const LibraryImage* LibraryFiles::keep(LibraryImage image) {
   images_.push_back(std::make_unique<LibraryImage>(std::move(image)));
@@ -116,7 +137,9 @@ OpenedLibrary LibraryFiles::open_macho(const MappedFile& file, const std::string
   if (!slice) return {nullptr, incompatible_architecture(have, arch)};
   MachO macho = parse_macho(*slice);
   if (std::string problem = platform_problem(macho.build_targets, platform); !problem.empty()) return {nullptr, problem};
-  return {keep(image_of(macho)), ""};
+  LibraryImage image = image_of(macho);
+  image.refused = refusal(macho, *slice);
+  return {keep(std::move(image)), ""};
 }
 
 OpenedLibrary LibraryFiles::open_stub(const std::string& path, const MappedFile& file, const std::string& arch,

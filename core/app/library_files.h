@@ -19,6 +19,15 @@ namespace machofix {
 
 class MappedFile;
 
+// Why the kernel or dyld refuses to map a Mach-O file, as `verify` judges it.
+struct ImageRefusal {
+  bool signature = false;  // its code signature (else a load-time rule of dyld's)
+  std::string rule;        // the loader rule's id (docs/loader-rules.md); empty for a signature
+  std::string problem;     // what is wrong, as verify says it
+  // The reason in a dyld "tried:" list.
+  std::string reason() const;
+};
+
 // A library (or executable) as the simulated dyld sees it.
 struct LibraryImage {
   std::string install_name;  // LC_ID_DYLIB or the stub's install-name; empty for an executable
@@ -33,6 +42,9 @@ struct LibraryImage {
   // does not define, so a flat lookup need not search the image itself.
   bool two_level = true;
   std::vector<BoundImport> imports;  // what it needs bound at load (none for a stub)
+  // Set when the kernel or dyld would refuse the file (a Mach-O file; stubs are the
+  // system's): dyld passes over such a library and tries the next path.
+  std::optional<ImageRefusal> refused;
 };
 
 // A file opened for a process: the image, or dyld's reason for passing over it (the

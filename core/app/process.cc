@@ -87,6 +87,7 @@ const Process* App::launched(const std::string& arch) {
     if (!opened.image) return nullptr;
     main.path = executable_;
     main.image = opened.image;
+    if (opened.image->refused) launching->refused.push_back({executable_, *opened.image->refused});
     main.dependents.resize(opened.image->dependencies.size());
     launching->executable_directory = directory_of(executable_);
     if (!opened.image->build_targets.empty()) launching->platform = opened.image->build_targets.front().platform;
@@ -99,6 +100,10 @@ const Process* App::launched(const std::string& arch) {
   for (const std::string& path : library_directory_files_) {
     OpenedLibrary opened = files_.open(path, arch, launching->platform);
     if (!opened.image || opened.image->filetype != macho::MH_DYLIB) continue;
+    if (opened.image->refused) {
+      launching->refused.push_back({path, *opened.image->refused});
+      continue;
+    }
     ProcessImage image;
     image.path = path;
     image.image = opened.image;
@@ -142,6 +147,8 @@ ModelLoad App::load_model(const ModelSlice& model) {
   for (size_t index = model_index; index < process.images.size(); ++index)
     for (BindingOutcome& binding : dyld.bind(index)) load.bindings.push_back(std::move(binding));
   load.missing.assign(process.missing.begin() + missing_at_launch, process.missing.end());
+  load.launch_missing.assign(process.missing.begin(), process.missing.begin() + missing_at_launch);
+  load.launch_refused = process.refused;
   for (const ProcessImage& each : process.images) load.image_paths.push_back(each.path);
   load.model_index = model_index;
   load.via_ordinal.assign(process.images.size(), 0);

@@ -52,12 +52,19 @@ struct MissingLibrary {
   std::vector<TriedPath> tried;
 };
 
+// An image of the application itself that the kernel or dyld refuses at its launch.
+struct RefusedImage {
+  std::string path;
+  ImageRefusal refusal;
+};
+
 struct Process {
   std::string arch;
   uint32_t platform = kPlatformMacOS;
   std::vector<ProcessImage> images;  // in load order; [0] is the main executable
   std::string executable_directory;  // @executable_path
   std::vector<MissingLibrary> missing;
+  std::vector<RefusedImage> refused;  // the executable, or a library of a library directory
 };
 
 // Where dyld found one dependency of the model, or what it tried.
@@ -101,6 +108,10 @@ struct ModelLoad {
   // By image index: the model's dependency (ordinal) that brought it in, directly or
   // through others; 0 for the application's images and the model itself.
   std::vector<int> via_ordinal;
+  // The application's own launch: an image refused, a library not found (needed_by
+  // indexes image_paths). Either way it never runs, so no model loads in it.
+  std::vector<RefusedImage> launch_refused;
+  std::vector<MissingLibrary> launch_missing;
 };
 
 // What of the model's slice load_model() needs (a SliceReport has it all).

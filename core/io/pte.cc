@@ -363,7 +363,9 @@ PteReport describe(const Container& container) {
       for (const PayloadLine& line : payload_lines(*payload)) entry.payload_keys.push_back(line.text);
     for (const KeyResolution& resolution : container.resolutions) {
       if (&container.delegates[resolution.delegate] != &delegate) continue;
-      entry.aoti = DelegateReport::AotiKeys{resolution.so_key, resolution.weights_key, resolution.weights_named.has_value()};
+      entry.aoti = DelegateReport::AotiKeys{resolution.so_key,           resolution.weights_key,
+                                            resolution.weights_named.has_value(), resolution.weights_missing,
+                                            resolution.weights_unreadable,  resolution.weights_missing_at};
     }
     report.delegates.push_back(std::move(entry));
   }

@@ -59,10 +59,14 @@ struct DelegateReport {
   // For an AOTI backend (MetalBackend, CudaBackend): the blob keys it looks up, as
   // ExecuTorch's runtime resolves them (from the payload, or from the compile spec
   // "method_name" when the payload is empty). The .so key is always found (else the
-  // file is refused); the weights are skipped by the backend when not found.
+  // file is refused); the weights are skipped by the backend when not found, and
+  // the model then computes with constants it never received (check's missing-weights).
   struct AotiKeys {
     std::string so_key, weights_key;
     bool weights_found = false;
+    std::string weights_missing;     // why not found: "the key is empty", "...no such key", ...
+    bool weights_unreadable = false;  // an entry is there but cannot be read (not merely absent)
+    uint64_t weights_missing_at = 0;  // absolute: the entry, the key in the payload, or the delegate
   };
   std::optional<AotiKeys> aoti;
 };

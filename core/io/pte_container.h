@@ -77,6 +77,14 @@ struct KeyResolution {
   // rather than made from the method name.
   std::optional<uint64_t> so_key_at, weights_key_at;
   std::optional<size_t> so_named, weights_named;  // the NamedData entry found, if any
+  // Why the weights were not found (empty when they were): the key is empty, the
+  // program has no such key, or an entry cannot be read (PteDataMap::get_data's
+  // NotFound or InvalidArgument); the backend then runs without its constants.
+  // weights_unreadable: InvalidArgument (an entry that is there but cannot be read, or
+  // a keyless entry before it), as opposed to no entry of that key.
+  std::string weights_missing;
+  bool weights_unreadable = false;
+  uint64_t weights_missing_at = 0;  // the entry, or the key in the payload, or the delegate
 };
 
 struct Container {

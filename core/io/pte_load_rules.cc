@@ -272,7 +272,13 @@ KeyResolution check_aoti_keys(const Container& container, const pte_fb::Program&
   resolution.so_named = so.found;
   const SegmentEntry& so_segment = container.segments[container.named[*so.found].segment_index];
   if (so_segment.size == 0) fail_at(so_segment.table_at, name + ": its .so '" + resolution.so_key + "' is empty");
-  resolution.weights_named = find_named(container, program, resolution.weights_key).found;
+  Lookup weights = find_named(container, program, resolution.weights_key);
+  resolution.weights_named = weights.found;
+  if (!weights.found) {
+    resolution.weights_missing = resolution.weights_key.empty() ? "the key is empty" : weights.why;
+    resolution.weights_unreadable = weights.at != 0 && !resolution.weights_key.empty();
+    resolution.weights_missing_at = weights.at ? weights.at : resolution.weights_key_at.value_or(delegate.table_at);
+  }
   return resolution;
 }
 

@@ -198,8 +198,27 @@ uint64_t load_offset(const SliceContext& context, const ModelLoad& load, size_t 
   return context.slice.offset;
 }
 
+// The application's own launch failing: no model loads in it.
+void check_launch(SliceContext& context, const ModelLoad& load) {
+  for (const RefusedImage& refused : load.launch_refused) {
+    Finding& finding = context.add(refused.refusal.signature ? Rule::InvalidSignature : Rule::LoaderRule, context.slice.offset);
+    finding.problem = refused.refusal.problem;
+    finding.loader_rule = refused.refusal.rule;
+    finding.needed_by = refused.path;
+    finding.at_launch = true;
+  }
+  for (const MissingLibrary& missing : load.launch_missing) {
+    Finding& finding = context.add(Rule::LibraryNotLoaded, context.slice.offset);
+    finding.dylib = missing.install_name;
+    finding.needed_by = load.image_paths[missing.needed_by];
+    finding.tried = missing.tried;
+    finding.at_launch = true;
+  }
+}
+
 // library-not-loaded and symbol-not-found, from the slice's load in the application.
 void check_load(SliceContext& context, const ModelLoad& load) {
+  check_launch(context, load);
   auto needed_by = [&](size_t image) { return image == load.model_index ? std::string() : load.image_paths[image]; };
   for (const MissingLibrary& missing : load.missing) {
     const DylibReport* own = missing.needed_by == load.model_index ? dependency(context.slice, missing.ordinal) : nullptr;
@@ -224,8 +243,31 @@ struct CheckRun {
   const CheckOptions& options;
   Applications* applications;
   std::vector<AppCheck>* app_checks;
+  ExternalData& external_data;
   std::vector<Finding>& findings;
 };
+
+// An AOTI delegate's weights, as the backend's init looks them up: in the .ptd files
+// the application passes first (MergedDataMap), then in the program's named data.
+void check_weights(const PteReport& pte, const std::string& file, CheckRun& run) {
+  for (const DelegateReport& delegate : pte.delegates) {
+    if (!delegate.aoti || delegate.aoti->weights_found) continue;
+    const DelegateReport::AotiKeys& keys = *delegate.aoti;
+    if (!keys.weights_key.empty() && run.external_data.holder(run.options.ptd_files, keys.weights_key)) continue;
+    Finding& finding = run.findings.emplace_back();
+    finding.file = file;
+    finding.rule = Rule::MissingWeights;
+    finding.method = delegate.method;
+    finding.backend = delegate.id;
+    finding.weights_key = keys.weights_key;
+    finding.problem = keys.weights_missing;
+    finding.looked_in = run.options.ptd_files;
+    finding.offset = keys.weights_missing_at;
+    // Not in the file and no .ptd given: the application may well pass the one that
+    // holds it; an empty key or an entry that cannot be read is broken wherever it ships.
+    finding.expected_from_ptd = !keys.weights_key.empty() && !keys.weights_unreadable && run.options.ptd_files.empty();
+  }
+}
 
 // What verify fails: a bad or missing (arm64) signature, a loader rule broken.
 void check_verifiable(SliceContext& context) {
@@ -307,6 +349,7 @@ const char* rule_id(Rule rule) {
     case Rule::LoaderRule: return "loader-rule";
     case Rule::UncheckedSlice: return "unchecked-slice";
     case Rule::RelativeInstallName: return "relative-install-name";
+    case Rule::MissingWeights: return "missing-weights";
   }
   return "?";
 }
@@ -342,6 +385,8 @@ Level default_level(const Finding& finding) {
     case Rule::AbsoluteRpath: return Level::Warning;
     // Nothing was judged: said, not failed (no Mac runs 32-bit code since 10.15).
     case Rule::UncheckedSlice: return Level::Note;
+    // Weights expected from a .ptd none was given: the application may pass it.
+    case Rule::MissingWeights: return finding.expected_from_ptd ? Level::Warning : Level::Error;
     default: return Level::Error;
   }
 }
@@ -371,15 +416,17 @@ namespace {
 
 // Every finding of the file and its archive members, before levels.
 std::vector<Finding> findings_before_levels(const FileReport& report, const CheckOptions& options, Applications* applications,
-                                            std::vector<AppCheck>* app_checks) {
+                                            std::vector<AppCheck>* app_checks, ExternalData& external_data) {
   std::vector<Finding> findings;
-  CheckRun run{options, applications, app_checks, findings};
+  CheckRun run{options, applications, app_checks, external_data, findings};
   if (report.macho) check_macho(*report.macho, report.path, "", run);
-  if (report.pte)
+  if (report.pte) {
     for (const BlobReport& blob : report.pte->blobs) check_macho(blob.macho, report.path, join(blob.keys), run);
+    check_weights(*report.pte, report.path, run);
+  }
   for (const FileReport& member : report.members) {
     size_t member_checks_at = app_checks ? app_checks->size() : 0;
-    for (Finding finding : findings_before_levels(member, options, applications, app_checks)) {
+    for (Finding finding : findings_before_levels(member, options, applications, app_checks, external_data)) {
       finding.blob = finding.blob.empty() ? member.path : member.path + ": " + finding.blob;
       finding.file = report.path;
       finding.member = member.path;
@@ -401,9 +448,13 @@ std::vector<Finding> findings_before_levels(const FileReport& report, const Chec
 }  // namespace
 
 std::vector<Finding> check_findings(const FileReport& report, const CheckOptions& options, Applications* applications,
-                                    std::vector<AppCheck>* app_checks) {
-  // Once, over the members' findings too.
-  std::vector<Finding> findings = findings_before_levels(report, options, applications, app_checks);
+                                    std::vector<AppCheck>* app_checks, ExternalData* external_data) {
+  // Every .ptd given is read, needed or not: a broken one must not pass unseen.
+  ExternalData own_data;
+  ExternalData& data = external_data ? *external_data : own_data;
+  data.read(options.ptd_files);
+  // Levels once, over the members' findings too.
+  std::vector<Finding> findings = findings_before_levels(report, options, applications, app_checks, data);
   apply_levels(findings, options);
   return findings;
 }

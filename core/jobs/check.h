@@ -38,9 +38,18 @@
 //    loader_rules.h: segments, load commands, __LINKEDIT, the universal header);
 //  - unchecked-slice (a note): a slice machofix does not read (32-bit), so no rule
 //    judged it: never counted as passed in silence.
+// Rules of the model (a .pte's AOTI delegates):
+//  - missing-weights: the weights key a delegate looks up is empty, names an entry
+//    that cannot be read, or is found neither in the .pte nor in the .ptd files given
+//    (--ptd, the contract's ptd; a warning naming the key when none is given). The
+//    Metal backend loads such a model and computes with constants it never received.
 // Rules of the application (--app: core/app/process.h loads each model slice in it):
 //  - library-not-loaded: a dependency (of the model, or of a library it brings in)
-//    that dyld does not find, with every path it tried;
+//    that dyld does not find, with every path it tried (a file of the application the
+//    kernel or dyld refuses is tried and passed over, with the reason);
+//  - the application's own launch: an image of it the kernel or dyld refuses
+//    (loader-rule, invalid-signature) or a library it needs at launch that dyld does
+//    not find (library-not-loaded), each naming the image (at_launch);
 //  - symbol-not-found: an import the library dyld binds it to does not export (or, a
 //    flat lookup, no loaded image does). With an application, what it provides is
 //    what dyld finds in it: library-not-loaded takes the place of
@@ -56,6 +65,7 @@
 #include <vector>
 
 #include "core/app/process.h"
+#include "core/jobs/external_data.h"
 #include "core/jobs/job.h"
 
 namespace machofix {
@@ -76,12 +86,14 @@ enum class Rule {
   LoaderRule,
   UncheckedSlice,
   RelativeInstallName,
+  MissingWeights,
 };
 inline constexpr Rule kAllRules[] = {Rule::UnusedDependency,     Rule::AbsoluteInstallName,    Rule::AbsoluteRpath,
                                      Rule::DuplicateRpath,       Rule::UnprovidedDependency,   Rule::WeakRequiredDependency,
                                      Rule::ForbiddenDependency,  Rule::MinMacos,               Rule::ArchMissing,
                                      Rule::LibraryNotLoaded,     Rule::SymbolNotFound,         Rule::InvalidSignature,
-                                     Rule::LoaderRule,           Rule::UncheckedSlice,         Rule::RelativeInstallName};
+                                     Rule::LoaderRule,           Rule::UncheckedSlice,         Rule::RelativeInstallName,
+                                     Rule::MissingWeights};
 
 // A finding's level, as compilers and SARIF have them: only an error fails the gate.
 // Off: the finding is not reported.
@@ -112,6 +124,7 @@ struct CheckOptions {
   std::string sysroot;                        // --sysroot: where the system's libraries are
   std::optional<uint32_t> min_macos;          // --min-macos, packed as in LC_BUILD_VERSION
   std::vector<std::string> archs;             // --arch: slices every image must have
+  std::vector<std::string> ptd_files;         // --ptd: the .ptd files the application passes with the models
   // The declare-what-you-ship rules run: a contract file was read, or one of
   // --provided, --allowed-rpath, --required was given.
   bool declared = false;
@@ -142,11 +155,23 @@ struct Finding {
   // load command or import it is (empty: the model slice itself); the paths tried
   std::string needed_by;
   std::vector<TriedPath> tried;
+  // library-not-loaded, loader-rule, invalid-signature (--app): of the application
+  // itself, which fails at its launch before any model loads; needed_by is the
+  // application's image that needs the library, or that is refused.
+  bool at_launch = false;
   // invalid-signature, loader-rule: what verify says is wrong, and the loader rule's
   // own id (docs/loader-rules.md)
   std::string problem;
   std::string loader_rule;
   bool unsigned_code = false;  // invalid-signature: arm64 code with no signature at all
+  // missing-weights: the method and backend of the delegate, the weights key it looks
+  // up (`problem`: why it is not found), the .ptd files looked in; and whether it is
+  // expected from a .ptd when none was given (a warning: nothing says it is missing).
+  std::string method;
+  std::string backend;
+  std::string weights_key;
+  std::vector<std::string> looked_in;
+  bool expected_from_ptd = false;
   Level level = Level::Error;  // set by apply_levels
   uint32_t min_macos = 0;           // min-macos: the slice's minimum
   uint32_t required_min_macos = 0;  // min-macos: the application's (--min-macos)
@@ -189,9 +214,12 @@ Level default_level(const Finding& finding);
 void apply_levels(std::vector<Finding>& findings, const CheckOptions& options);
 
 // `applications` is needed only when options.app is set; `app_checks`, when given,
-// receives each model slice's load.
+// receives each model slice's load. `external_data` holds the .ptd files read for
+// options.ptd_files (one for the whole run; else read for this file). Throws Error for
+// an application, sysroot or .ptd that cannot be read.
 std::vector<Finding> check_findings(const FileReport& report, const CheckOptions& options,
-                                    Applications* applications = nullptr, std::vector<AppCheck>* app_checks = nullptr);
+                                    Applications* applications = nullptr, std::vector<AppCheck>* app_checks = nullptr,
+                                    ExternalData* external_data = nullptr);
 
 // `verify`: every slice of every Mach-O image in the file (blobs of a .pte, members
 // of an archive) whose signature is invalid, or which is arm64 and unsigned, and

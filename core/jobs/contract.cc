@@ -25,6 +25,7 @@ const Key kKeys[] = {
     {"provided", &CheckOptions::provided},          {"allow_prefix", &CheckOptions::allowed_prefixes},
     {"allowed_rpaths", &CheckOptions::allowed_rpaths}, {"forbid", &CheckOptions::forbidden},
     {"required", &CheckOptions::required},          {"arch", &CheckOptions::archs},
+    {"ptd", &CheckOptions::ptd_files},
 };
 
 // Keys of one string: the application to load the models in (check --app), where
@@ -87,6 +88,7 @@ void read_single_key(const std::string& path, const std::string& key, const toml
 
 void read_key(const std::string& path, const Key& key, const toml::node& value, CheckOptions& contract) {
   std::vector<std::string>& list = contract.*key.list;
+  size_t first_new = list.size();
   if (const auto* array = value.as_array()) {
     for (const toml::node& item : *array) list.push_back(entry(path, key.name, item));
   } else if (value.is_string()) {
@@ -94,6 +96,8 @@ void read_key(const std::string& path, const Key& key, const toml::node& value, 
   } else {
     fail_at_source(path, value.source(), std::string("key '") + key.name + "' takes a string or an array of strings");
   }
+  if (key.list == &CheckOptions::ptd_files)
+    for (size_t i = first_new; i < list.size(); ++i) list[i] = contract_relative(path, list[i]);
 }
 
 // [levels]: rule id = "error" | "warning" | "note" | "off".

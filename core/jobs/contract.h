@@ -10,6 +10,7 @@
 //   sysroot = "../MacOSX.sdk"                 # where the system's libraries are
 //   min_macos = "13.0"                        # the oldest macOS the app supports
 //   arch = ["arm64", "x86_64"]                # slices every model must have
+//   ptd = ["model.ptd"]                       # .ptd files the app passes (weights)
 //   warnings_as_errors = true                 # every warning fails the gate
 //   [levels]                                  # a rule's level: error, warning, note, off
 //   unused-dependency = "error"
@@ -18,7 +19,8 @@
 //   dylib = "/opt/homebrew/lib/libfoo.dylib"
 //
 // Each list key takes a string or an array of strings, app, sysroot and min_macos
-// one string (paths relative to the contract's directory); every key is optional. Anything
+// one string (app, sysroot and ptd are paths relative to the contract's directory);
+// every key is optional. Anything
 // else (an unknown key, a table, a number, an empty string) is an error naming the
 // file, line and key: a typo must never relax the gate.
 #pragma once

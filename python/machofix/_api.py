@@ -6,7 +6,7 @@ line takes (docs/commands/); results are what `machofix COMMAND --json` prints.
 import json
 import os
 import subprocess
-from typing import Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ._error import MachofixError
 from ._executable import find_executable
@@ -38,6 +38,14 @@ def _repeated(option: str, values: Optional[Globs]) -> List[str]:
     if isinstance(values, str):
         values = [values]
     return [f"{option}={value}" for value in values]
+
+
+def _repeated_paths(option: str, values: "Optional[Union[PathLike, Sequence[PathLike]]]") -> List[str]:
+    if values is None:
+        return []
+    if isinstance(values, (str, os.PathLike)):
+        values = [values]
+    return [f"{option}={os.fspath(value)}" for value in values]
 
 
 def _flag(option: str, wanted: bool) -> List[str]:
@@ -118,7 +126,8 @@ class Machofix:
               contract: Optional[PathLike] = None, no_contract: bool = False, sarif: Optional[PathLike] = None,
               keep: Optional[Globs] = None, only: Optional[Globs] = None, jobs: Optional[int] = None,
               app: Optional[PathLike] = None, sysroot: Optional[PathLike] = None, min_macos: Optional[str] = None,
-              arch: Optional[Globs] = None) -> Report:
+              arch: Optional[Globs] = None, ptd: Optional[Union[PathLike, Sequence[PathLike]]] = None,
+              levels: Optional[Dict[str, str]] = None, warnings_as_errors: bool = False) -> Report:
         """The CI gate. Findings are a result (`report.findings`, `report.ok` false),
         not an error: only machofix's errors (exit 2, a malformed contract file
         included) raise. `forbid`: globs no dependency may match (install name or its
@@ -131,13 +140,17 @@ class Machofix:
         libraries) as dyld would: library-not-loaded, symbol-not-found, and each
         slice's load in `report.app_checks`; `sysroot`: where the system's libraries
         are (an SDK's stubs or a copy of a Mac's). `min_macos`, `arch`: the targets
-        (min-macos, arch-missing)."""
+        (min-macos, arch-missing). `ptd`: the .ptd files the application passes
+        with the models (their weights). `levels`: {rule id: "error" | "warning" |
+        "note" | "off"}; `warnings_as_errors`: every warning fails the gate."""
         options = (_repeated("--provided", provided) + _repeated("--allow-prefix", allow_prefix) +
                    _repeated("--forbid", forbid) + _repeated("--allowed-rpath", allowed_rpath) +
                    _repeated("--required", required) + _valued("--contract", contract) +
                    _flag("--no-contract", no_contract) + _valued("--sarif", sarif) + _repeated("--keep", keep) +
                    _repeated("--only", only) + _valued("--app", app) + _valued("--sysroot", sysroot) +
-                   _valued("--min-macos", min_macos) + _repeated("--arch", arch))
+                   _valued("--min-macos", min_macos) + _repeated("--arch", arch) + _repeated_paths("--ptd", ptd) +
+                   _repeated("--level", [f"{rule}={level}" for rule, level in (levels or {}).items()]) +
+                   _flag("--warnings-as-errors", warnings_as_errors))
         return self._report("check", options + _valued("--jobs", jobs), paths, (0, 1))
 
     def verify(self, paths: Paths, *, jobs: Optional[int] = None) -> Report:
@@ -210,11 +223,12 @@ def check(paths: Paths, *, provided: Optional[Globs] = None, allow_prefix: Optio
           contract: Optional[PathLike] = None, no_contract: bool = False, sarif: Optional[PathLike] = None,
           keep: Optional[Globs] = None, only: Optional[Globs] = None, jobs: Optional[int] = None,
           app: Optional[PathLike] = None, sysroot: Optional[PathLike] = None, min_macos: Optional[str] = None,
-          arch: Optional[Globs] = None) -> Report:
+          arch: Optional[Globs] = None, ptd: Optional[Union[PathLike, Sequence[PathLike]]] = None,
+          levels: Optional[Dict[str, str]] = None, warnings_as_errors: bool = False) -> Report:
     return _default.check(paths, provided=provided, allow_prefix=allow_prefix, forbid=forbid,
                           allowed_rpath=allowed_rpath, required=required, contract=contract, no_contract=no_contract,
                           sarif=sarif, keep=keep, only=only, jobs=jobs, app=app, sysroot=sysroot, min_macos=min_macos,
-                          arch=arch)
+                          arch=arch, ptd=ptd, levels=levels, warnings_as_errors=warnings_as_errors)
 
 
 def verify(paths: Paths, *, jobs: Optional[int] = None) -> Report:

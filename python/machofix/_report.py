@@ -222,7 +222,8 @@ class Finding:
     # "weak-required-dependency" (once a contract declares what the application ships);
     # "min-macos", "arch-missing" (min_macos, arch); "library-not-loaded",
     # "symbol-not-found" (app: loaded in the application, docs/app-check.md);
-    # "invalid-signature", "loader-rule" (always: what `verify` fails)
+    # "invalid-signature", "loader-rule" (always: what `verify` fails);
+    # "missing-weights" (a .pte's AOTI delegate, with the .ptd files of `ptd`)
     rule: str
     message: str
     level: str = "error"  # "error" fails the gate; "warning", "note" do not (docs/commands/check.md)
@@ -243,6 +244,11 @@ class Finding:
     required: Optional[str] = None  # min-macos: the application's minimum (min_macos=)
     problem: str = ""  # invalid-signature, loader-rule: what `verify` says is wrong
     loader_rule: str = ""  # loader-rule: the id of the rule broken (docs/loader-rules.md)
+    method: str = ""  # missing-weights: the delegate's method
+    backend: str = ""  # missing-weights: the delegate's backend ("MetalBackend")
+    weights_key: str = ""  # missing-weights: the key it looks up (may be empty)
+    looked_in: List[str] = field(default_factory=list)  # missing-weights: the .ptd files given
+    at_launch: bool = False  # app: of the application itself (needed_by names its image): it cannot launch
 
 
 @dataclass(frozen=True)

@@ -290,6 +290,16 @@ def check_runs(reports, inputs):
     expect({"library-not-loaded", "symbol-not-found", "min-macos", "arch-missing"} <= rules,
            "check --app: each rule of the application and the targets", sorted(rules))
     expect(document.get("app_checks"), "check --app: each slice's load")
+    # missing-weights: a delegate whose weights key is empty, one whose weights are in no
+    # .pte (a warning without --ptd).
+    weights = []
+    for case in ("empty-key", "absent"):
+        weights.append(inputs.path(f"weights_{case}.pte"))
+        subprocess.run([inputs.pte_writer, "weights-case", case, os.path.join(inputs.fixtures, CLEAN), weights[-1]],
+                       check=True, capture_output=True)
+    document = reports.run("check: missing weights", "check", "--no-contract", *weights, status=1)
+    expect(sorted(f["level"] for f in document.get("findings", []) if f["rule"] == "missing-weights") == ["error", "warning"],
+           "check: missing-weights, an error and a warning")
 
 
 def error_kinds(document):

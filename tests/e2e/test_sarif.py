@@ -124,6 +124,12 @@ def as_result(finding):
                 "logicalLocations": [{"name": finding["arch"],
                                       "fullyQualifiedName": (finding["blob"] + "/" if finding["blob"] else "")
                                       + finding["arch"], "kind": "module"}]}
+    # A delegate's weights belong to its method; a finding of the whole file, to no slice.
+    if finding["rule"] == "missing-weights":
+        location["logicalLocations"] = [{"name": finding["method"], "kind": "function",
+                                         "fullyQualifiedName": finding["method"] + "/" + finding["backend"]}]
+    elif not finding["arch"]:
+        del location["logicalLocations"]
     if finding["offset"] is not None:
         location["physicalLocation"]["region"] = {"byteOffset": finding["offset"]}
     message = finding["message"] + (f". Repair: {finding['repair']}" if finding["repair"] else "")
@@ -199,6 +205,9 @@ def main(argv):
         shutil.copyfile(os.path.join(fixtures, name), os.path.join(models, name))
     subprocess.run([pte_writer, "wrap", os.path.join(fixtures, "contract_rpaths_arm64_chained.in"),
                     os.path.join(models, "model.pte"), "hash"], check=True)
+    # missing-weights: a delegate whose weights key is empty.
+    subprocess.run([pte_writer, "weights-case", "empty-key", os.path.join(fixtures, "contract_clean_arm64_chained.in"),
+                    os.path.join(models, "no_weights.pte")], check=True)
     # What verify fails: a flipped byte of code (invalid-signature), __TEXT writable (loader-rule).
     for name, spoil in (("flipped.dylib", tamper_text), ("writable_text.dylib", writable_text)):
         with open(os.path.join(fixtures, "contract_clean_arm64_chained.in"), "rb") as handle:
@@ -244,9 +253,9 @@ def main(argv):
     expect(ids == ["unused-dependency", "absolute-install-name", "absolute-rpath", "duplicate-rpath",
                    "unprovided-dependency", "weak-required-dependency", "forbidden-dependency", "min-macos",
                    "arch-missing", "library-not-loaded", "symbol-not-found", "invalid-signature", "loader-rule", "unchecked-slice",
-                   "relative-install-name"]
+                   "relative-install-name", "missing-weights"]
            and all(rule["shortDescription"]["text"] and rule["help"]["text"] for rule in driver["rules"]),
-           "the driver lists the fifteen rules, each with its reason and help", str(ids))
+           "the driver lists the sixteen rules, each with its reason and help", str(ids))
     expect(driver["name"] == "machofix" and run_["originalUriBaseIds"]["%SRCROOT%"]["uri"] == f"file://{work}/",
            "the driver is machofix; %SRCROOT% is the current directory")
     rules_found = {finding["rule"] for finding in findings}

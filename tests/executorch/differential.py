@@ -8,7 +8,10 @@ and `sign -o` on every fourth. Counted, and each required to be zero:
 - false rejections: the runtime loads the file, a machofix command fails on it (exit
   2) for a reason other than one of machofix's own (OWN_REASONS: a blob whose Mach-O
   signature or structure machofix refuses to rewrite);
-- gate passes: the runtime refuses the file, `check` exits 0 or 1;
+- gate passes: the runtime refuses the file, `check` exits 0 or 1; or the runtime
+  loads it but an AOTI delegate gets no weights (an empty key, or an entry it cannot
+  read: check must fail it; a key the file lacks: check must name it, a warning with
+  no .ptd given). Judged on every variant and again on every output prune writes;
 - bad outputs: a file that prune, edit or sign wrote does not load in the runtime, or
   its delegates no longer find their .so;
 - key readings: machofix's reading of an AOTI delegate's blob keys (`inspect --json`)
@@ -17,7 +20,11 @@ and `sign -o` on every fourth. Counted, and each required to be zero:
 Every variant that disagreed once is kept in tests/executorch/regressions.jsonl (the
 base file and the exact edits) and replayed first on every run.
 
-Usage: differential.py MACHOFIX RUNTIME_LOADER PTE_WRITER WORKDIR [--variants N] [--regressions N] [--record]
+New variants are drawn from a new seed on every run (printed; --seed replays it, and
+--variant I judges only the I-th variant of that seed), for at most --seconds.
+
+Usage: differential.py MACHOFIX RUNTIME_LOADER PTE_WRITER WORKDIR [--variants N] [--seconds S] [--seed N]
+                       [--variant I] [--regressions N] [--record]
 Exit 77 (skipped) when RUNTIME_LOADER is empty: the runtime's sources were not found.
 """
 import argparse
@@ -30,6 +37,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
@@ -235,12 +243,57 @@ def compare_keys(loaded, inspected):
     return []
 
 
+NOT_FOUND = "0x20"  # Error::NotFound; any other error of get_data is an entry that cannot be read
+
+
+def weights_gate(loaded, check_code, check_stdout, what="check"):
+    """The weights each AOTI delegate gets, as the runtime finds them, against check's
+    missing-weights findings: an empty key or an unreadable entry must fail the gate,
+    a key the file lacks must at least be named (no .ptd is given here)."""
+    missing = [d["aoti"]["weights"] for m in loaded.get("methods", []) for d in m["delegates"]
+               if "aoti" in d and not d["aoti"]["weights"]["found"]]
+    if not missing or check_code == 2:
+        return []
+    try:
+        findings = [f for f in json.loads(check_stdout)["findings"] if f["rule"] == "missing-weights"]
+    except (ValueError, KeyError):
+        return [f"gate pass: {what}'s JSON cannot be read"]
+    problems = []
+    for weights in missing:
+        named = [f for f in findings if f["weights_key"].encode("latin-1") == bytes.fromhex(weights["key_hex"])]
+        fatal = not weights["key_hex"] or weights.get("error") != NOT_FOUND
+        if not named:
+            problems.append(f"gate pass: {what} names no missing weights '{weights['key']}' ({weights.get('error')})")
+        elif fatal and not any(f["level"] == "error" for f in named):
+            problems.append(f"gate pass: {what} passes weights the runtime cannot read ({weights.get('error')})")
+    return problems
+
+
+def check_gate(path, loads, loaded, what):
+    """check on one file, judged against the runtime's verdict on it."""
+    code, stdout, err = run([ARGS.machofix, "check", "--no-contract", "--json", "-", path])
+    problem = machofix_problem(code, err)
+    if problem:
+        return [f"{what}: {problem} ({code})"], code, err
+    if not loads and code != 2:
+        return [f"gate pass: {what} exit {code}, runtime refuses ({loaded['refused']})"], code, err
+    return (weights_gate(loaded, code, stdout, what) if loads else []), code, err
+
+
 def judge(variant):
     """Runs every judge on one variant; returns its findings (empty when all agree)."""
     name, path, edits, full = variant
     loads, loaded = runtime_loads(path)
     findings, own = [], []
-    commands = [("check", [ARGS.machofix, "check", "--no-contract", path], None)]
+    gate_findings, code, err = check_gate(path, loads, loaded, "check")
+    findings += gate_findings
+    if loads and code == 2 and not gate_findings:
+        reason = OWN_REASONS.search(err)
+        if reason:
+            own.append(f"check: {reason.group(0)}")
+        else:
+            findings.append(f"false rejection: check: {err.strip()[:300]}")
+    commands = []
     out = path + ".out"
     commands.append(("prune", [ARGS.machofix, "prune", path, "-o", out], out))
     if full:
@@ -254,9 +307,6 @@ def judge(variant):
         if problem:
             findings.append(f"{what}: {problem} ({code})")
             continue
-        if what == "check":
-            if not loads and code != 2:
-                findings.append(f"gate pass: check exit {code}, runtime refuses ({loaded['refused']})")
         if what == "inspect" and loads and code == 0:
             findings += compare_keys(loaded, json.loads(stdout))
         if loads and code == 2:
@@ -266,18 +316,27 @@ def judge(variant):
             else:
                 findings.append(f"false rejection: {what}: {err.strip()[:300]}")
         if output and os.path.exists(output):
+            out_loads, out_report = runtime_loads(output)
             if not loads:
                 findings.append(f"bad output: {what} wrote a file from an input the runtime refuses")
-            else:
-                out_loads, out_report = runtime_loads(output)
-                if not out_loads:
-                    findings.append(f"bad output: {what}'s output is refused: {out_report['refused']}")
+            elif not out_loads:
+                findings.append(f"bad output: {what}'s output is refused: {out_report['refused']}")
+            # The gate where users meet it: on what prune wrote, too.
+            if what == "prune":
+                findings += check_gate(output, out_loads, out_report, "check of prune's output")[0]
             os.remove(output)
     return name, edits, loads, loaded.get("refused", {}).get("stage") if not loads else None, findings, own
 
 
-def variants(bases, count, work):
-    """The regression cases first, then `count` new mutations spread over the bases."""
+def write_variant(by_name, work, index, label, base, edits):
+    path = os.path.join(work, f"v{index}" + os.path.splitext(base)[1])
+    with open(path, "wb") as handle:
+        handle.write(apply(by_name[base][1], edits))
+    return (f"{label} of {base}", path, edits, index % 4 == 0 or not edits)
+
+
+def fixed_cases(bases):
+    """The regression cases, then every base file unmutated."""
     items = []
     by_name = {name: (path, data, info) for name, path, data, info in bases}
     if os.path.exists(REGRESSIONS):
@@ -289,17 +348,46 @@ def variants(bases, count, work):
                 items.append((f"regression {number}", case["base"], case["edits"]))
     for name, _, _, _ in bases:  # every file as it is: each command, each output loaded
         items.append(("unmutated", name, []))
-    rng = random.Random(20261203)
+    return items
+
+
+def new_variants(bases, seed, count):
+    """The seed's variants, in order: (label, base, edits). Each draw depends on the
+    ones before it, so variant I is replayed by drawing 0..I again."""
+    rng = random.Random(seed)
     for i in range(count):
         name, path, data, info = bases[i % len(bases)]
-        items.append((f"variant {i}", name, mutate(rng, info, data)))
-    out = []
-    for i, (label, base, edits) in enumerate(items):
-        path = os.path.join(work, f"v{i}" + os.path.splitext(base)[1])
-        with open(path, "wb") as handle:
-            handle.write(apply(by_name[base][1], edits))
-        out.append((f"{label} of {base}", path, edits, i % 4 == 0 or not edits))
-    return out, items
+        yield (f"variant {i} (seed {seed})", name, mutate(rng, info, data))
+
+
+def judge_all(bases, work, deadline):
+    """Judges the fixed cases, then new variants until the count or the deadline;
+    yields judge()'s results and counts the new variants judged in JUDGED."""
+    by_name = {name: (path, data, info) for name, path, data, info in bases}
+    fixed = [] if ARGS.variant is not None else fixed_cases(bases)
+    fresh = new_variants(bases, ARGS.seed, ARGS.variants if ARGS.variant is None else ARGS.variant + 1)
+    if ARGS.variant is not None:
+        fresh = [item for i, item in enumerate(fresh) if i == ARGS.variant]
+    workers = os.cpu_count() or 2
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        pending = [pool.submit(judge, write_variant(by_name, work, i, *item)) for i, item in enumerate(fixed)]
+        for future in pending:
+            yield future.result()
+        index = len(fixed)
+        in_flight = []
+        for item in fresh:
+            if time.monotonic() > deadline:
+                break
+            in_flight.append(pool.submit(judge, write_variant(by_name, work, index, *item)))
+            index += 1
+            JUDGED[0] += 1
+            if len(in_flight) >= 2 * workers:
+                yield in_flight.pop(0).result()
+        for future in in_flight:
+            yield future.result()
+
+
+JUDGED = [0]
 
 
 def main():
@@ -309,18 +397,36 @@ def main():
     parser.add_argument("loader")
     parser.add_argument("pte_writer")
     parser.add_argument("work")
-    parser.add_argument("--variants", type=int, default=2400)
+    parser.add_argument("--variants", type=int, default=2400, help="at most this many new variants")
+    parser.add_argument("--seconds", type=float, default=0,
+                        help="stop drawing new variants after this long (0: no limit); the fixed cases always run")
+    parser.add_argument("--seed", type=int, default=None, help="the seed of the new variants (default: a new one)")
+    parser.add_argument("--variant", type=int, default=None, help="judge only this variant of --seed")
     parser.add_argument("--regressions", type=int, default=0,
                         help="replay at most this many regression cases, evenly spread (default: all)")
     parser.add_argument("--record", action="store_true", help="append new disagreements to the regression list")
     ARGS = parser.parse_args()
+    if ARGS.seed is None:
+        ARGS.seed = int.from_bytes(os.urandom(4), "little")
+    if ARGS.variant is not None and ARGS.variant >= ARGS.variants:
+        ARGS.variants = ARGS.variant + 1
+    started = time.monotonic()
+    print(f"differential: seed {ARGS.seed} (replay a variant: --seed {ARGS.seed} --variant I)", flush=True)
     if not ARGS.loader:
         print("SKIP: ExecuTorch's runtime sources were not found (see tests/executorch/CMakeLists.txt)")
         return 77
     shutil.rmtree(ARGS.work, ignore_errors=True)
     os.makedirs(ARGS.work)
     bases = []
-    for path in pte_models(ARGS.pte_writer, os.path.join(ARGS.work, "models"), SAMPLES):
+    models = pte_models(ARGS.pte_writer, os.path.join(ARGS.work, "models"), SAMPLES)
+    # Models whose delegates get no weights (all load: the backend goes without), so
+    # that the weights gate is judged on every run, and their mutations too.
+    for case in ("empty-key", "absent", "unreadable"):
+        path = os.path.join(ARGS.work, "models", "matrix", f"weights_{case}.pte")
+        subprocess.run([ARGS.pte_writer, "weights-case", case, os.path.join(ARGS.work, "models", "blobs", "clean.so"), path],
+                       check=True)
+        models.append(path)
+    for path in models:
         name = ("samples/" if os.path.dirname(path) != os.path.join(ARGS.work, "models", "matrix") else "matrix/") + \
             os.path.basename(path)
         data = open(path, "rb").read()
@@ -331,31 +437,32 @@ def main():
         bases.append((name, path, data, describe_base(path, data)))
     work = os.path.join(ARGS.work, "variants")
     os.makedirs(work)
-    jobs, items = variants(bases, ARGS.variants, work)
+    deadline = started + ARGS.seconds if ARGS.seconds else float("inf")
     counts = {"loads": 0, "refused": 0, "false rejections": 0, "gate passes": 0, "bad outputs": 0, "key readings": 0,
               "crashes": 0, "hangs": 0}
     disagreeing = []
     stages, own_refusals = {}, {}
-    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        for name, edits, loads, stage, findings, own in pool.map(judge, jobs):
-            for refusal in own:
-                key = re.sub(r"0x[0-9a-f]+|\d+", "N", refusal)
-                own_refusals[key] = own_refusals.get(key, 0) + 1
-            counts["loads" if loads else "refused"] += 1
-            if stage:
-                stages[stage] = stages.get(stage, 0) + 1
+    judged = 0
+    for name, edits, loads, stage, findings, own in judge_all(bases, work, deadline):
+        judged += 1
+        for refusal in own:
+            key = re.sub(r"0x[0-9a-f]+|\d+", "N", refusal)
+            own_refusals[key] = own_refusals.get(key, 0) + 1
+        counts["loads" if loads else "refused"] += 1
+        if stage:
+            stages[stage] = stages.get(stage, 0) + 1
+        for finding in findings:
+            key = ("false rejections" if finding.startswith("false") else "gate passes" if finding.startswith("gate")
+                   else "bad outputs" if finding.startswith("bad") else "key readings" if finding.startswith("key")
+                   else "hangs" if "hang" in finding else "crashes")
+            counts[key] += 1
+        if findings:
+            disagreeing.append((name, edits))
+            print(f"DISAGREE {name}: edits {json.dumps(edits)}")
             for finding in findings:
-                key = ("false rejections" if finding.startswith("false") else "gate passes" if finding.startswith("gate")
-                       else "bad outputs" if finding.startswith("bad") else "key readings" if finding.startswith("key")
-                       else "hangs" if "hang" in finding else "crashes")
-                counts[key] += 1
-            if findings:
-                disagreeing.append((name, edits))
-                print(f"DISAGREE {name}: edits {json.dumps(edits)}")
-                for finding in findings:
-                    print(f"    {finding}")
-    print(f"differential: {len(jobs)} variants of {len(bases)} files; the runtime loads {counts['loads']}, "
-          f"refuses {counts['refused']}")
+                print(f"    {finding}")
+    print(f"differential: {judged} variants of {len(bases)} files ({JUDGED[0]} new of seed {ARGS.seed}, "
+          f"{time.monotonic() - started:.0f} s); the runtime loads {counts['loads']}, refuses {counts['refused']}")
     print("  refused at: " + ", ".join(f"{stage} {n}" for stage, n in sorted(stages.items())))
     print(f"  machofix's own refusals of files the runtime loads: {sum(own_refusals.values())} ("
           + ", ".join(f"{key} {n}" for key, n in sorted(own_refusals.items(), key=lambda item: -item[1])) + ")")
@@ -370,7 +477,9 @@ def main():
                 if line not in known:
                     handle.write(line + "\n")
     failed = len(disagreeing)
-    print(f"{len(jobs) - failed} passed, {failed} failed")
+    if failed:
+        print(f"replay: --seed {ARGS.seed} --variant I (I from the DISAGREE lines); --record keeps them as regressions")
+    print(f"{judged - failed} passed, {failed} failed")
     return 1 if failed else 0
 
 

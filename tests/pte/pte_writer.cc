@@ -9,6 +9,12 @@
 //       one method "forward" whose AOTI .so is SO, stored as the Metal backend
 //       stores it, with ExecuTorch 1.4+ content-hash keys (default) or 1.1-1.3
 //       method-name keys; for samples/
+//   pte_writer weights-case CASE SO OUT
+//       one method "forward" whose AOTI .so is SO (content-hash keys), its weights
+//       made into a case of check's missing-weights (tests/e2e/test_missing_weights.py):
+//       in-file, empty-key, absent (the payload names weights the file lacks),
+//       unreadable (their entry names a segment that is not there), ptd (OUT is the
+//       .ptd that holds the weights `absent` lacks)
 //
 // BLOBDIR is what tests/pte/make_blobs.sh writes.
 #include <cstdlib>
@@ -21,7 +27,8 @@ namespace {
 int usage() {
   std::cerr << "usage: pte_writer matrix BLOBDIR OUTDIR\n"
                "       pte_writer big BLOBDIR OUT.pte WEIGHT_BYTES [SEGMENT_ALIGNMENT]\n"
-               "       pte_writer wrap SO OUT.pte [hash|method]\n";
+               "       pte_writer wrap SO OUT.pte [hash|method]\n"
+               "       pte_writer weights-case CASE SO OUT\n";
   return 2;
 }
 
@@ -53,6 +60,34 @@ int wrap(const std::string& so_path, const std::string& path, const std::string&
   return 0;
 }
 
+// Cases of an AOTI delegate's weights, each a model written by 1.4+ (content-hash keys,
+// the payload "so_key\nweights_key") changed in one place. named[1] is the weights.
+int weights_case(const std::string& name, const std::string& so_path, const std::string& path) {
+  std::vector<uint8_t> so = pte_test::read_file(so_path);
+  pte_test::Spec spec = pte_test::aoti_spec(pte_test::Keys::Hash, {{"forward", &so, 1}});
+  std::string& payload = spec.methods[0].payload;
+  std::string weights_key = payload.substr(payload.find('\n') + 1);
+  if (name == "empty-key") {
+    payload.resize(payload.find('\n') + 1);
+  } else if (name == "absent") {
+    spec.named.pop_back();
+    spec.data.pop_back();
+  } else if (name == "unreadable") {
+    spec.named[1].segment_index = 99;
+  } else if (name == "ptd") {
+    pte_test::Spec ptd;
+    ptd.ptd = true;
+    ptd.segment_alignment = 16;
+    ptd.data = {spec.data[spec.named[1].data]};
+    ptd.named = {{weights_key, 0}};
+    spec = ptd;
+  } else if (name != "in-file") {
+    return usage();
+  }
+  pte_test::write_file(spec, path);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -62,6 +97,7 @@ int main(int argc, char** argv) {
     if (command == "big" && (argc == 5 || argc == 6))
       return write_big(argv[2], argv[3], std::strtoull(argv[4], nullptr, 0), argc == 6 ? std::strtoull(argv[5], nullptr, 0) : 4096);
     if (command == "wrap" && (argc == 4 || argc == 5)) return wrap(argv[2], argv[3], argc == 5 ? argv[4] : "hash");
+    if (command == "weights-case" && argc == 5) return weights_case(argv[2], argv[3], argv[4]);
     return usage();
   } catch (const std::exception& error) {
     std::cerr << "pte_writer: " << error.what() << "\n";

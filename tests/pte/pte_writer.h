@@ -37,6 +37,7 @@ struct Data {
 struct Named {
   std::string key;
   size_t data = 0;  // index into Spec::data
+  int64_t segment_index = -1;  // >= 0: written as is (a fault), whatever `data` is
 };
 
 enum class PayloadAt { Segment, Inline };
@@ -129,6 +130,7 @@ std::vector<flatbuffers::Offset<DataSegment>> data_segments(flatbuffers::FlatBuf
 
 inline uint32_t named_segment_index(const Spec& spec, const std::vector<SegmentSource>& sources, size_t n) {
   if (n == 0 && spec.first_named_segment_index >= 0) return static_cast<uint32_t>(spec.first_named_segment_index);
+  if (spec.named[n].segment_index >= 0) return static_cast<uint32_t>(spec.named[n].segment_index);
   return segment_of_data(sources, spec.named[n].data);
 }
 
