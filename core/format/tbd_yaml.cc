@@ -2,10 +2,12 @@
 // each tagged with its version. Keys are checked as LLVM's YAML mapping checks them:
 // an unknown or repeated key is an error, as it is to the linker, so that a typing
 // mistake in a stub cannot silently empty a library.
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <set>
+#include <sstream>
 
 #include "core/base/error.h"
 #include "core/format/tbd_internal.h"
@@ -250,12 +252,54 @@ int version_of_tag(const YAML::Node& document) {
   fail_in(document, "a document tagged '" + tag + "', not a tapi-tbd tag");
 }
 
+// yaml-cpp 0.7's LoadAll loops forever, allocating all the while, on a token no value
+// can start with at the top of a document (a stray ',' as in "{},", found by
+// fuzz_tbd): the parser reports an empty document without consuming the token, and
+// LoadAll asks it for the next one again (fixed after 0.8, yaml-cpp PR #1319). A
+// .tbd may have no empty document anyway, so the parser's events are read first and
+// the first empty document refused, before LoadAll can meet one.
+class EmptyDocumentFinder : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark&) override { values_ = 0, null_ = false; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t) override {
+    if (values_++ == 0) null_ = true, mark_ = mark;
+  }
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override { ++values_; }
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override { ++values_; }
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override { ++values_; }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override { ++values_; }
+  void OnMapEnd() override {}
+
+  // The document just read is a null alone: empty, or stopped at a stray token.
+  bool empty() const { return values_ == 1 && null_; }
+  const YAML::Mark& mark() const { return mark_; }
+
+ private:
+  size_t values_ = 0;
+  bool null_ = false;
+  YAML::Mark mark_;
+};
+
+void refuse_empty_documents(const std::string& text) {
+  std::istringstream input(text);
+  YAML::Parser parser(input);
+  EmptyDocumentFinder finder;
+  for (size_t document = 1; parser.HandleNextDocument(finder); ++document)
+    if (finder.empty())
+      fail("document " + std::to_string(document) + " is empty (line " + std::to_string(finder.mark().line + 1) +
+           ", column " + std::to_string(finder.mark().column + 1) + ")");
+}
+
 }  // namespace
 
 TbdFile parse_yaml(std::string_view text) {
   std::vector<YAML::Node> documents;
   try {
-    documents = YAML::LoadAll(std::string(text));
+    std::string yaml(text);
+    refuse_empty_documents(yaml);
+    documents = YAML::LoadAll(yaml);
   } catch (const YAML::Exception& error) {
     fail(error.mark.is_null() ? error.msg
                               : "line " + std::to_string(error.mark.line + 1) + ", column " +
