@@ -360,6 +360,55 @@ TEST_CASE("tbd: errors say what is wrong and on which line") {
   CHECK(problem_of(json).find("'arm64' is not a target") != std::string::npos);
 }
 
+// The keys LLVM's TextStub maps as required: without them the linker refuses the
+// stub, and so must machofix; accepting it would make a library export nothing (no
+// target, no architecture), and every import from it would be said not to bind.
+TEST_CASE("tbd: a key the version requires is missing: an error naming the key, never a library without targets") {
+  // v4: the document's targets, and those of each kind of section.
+  std::string v4 = problem_of("--- !tapi-tbd\ntbd-version: 4\ninstall-name: /l.dylib\n"
+                              "exports:\n  - targets: [ arm64-macos ]\n    symbols: [ _a ]\n...\n");
+  CHECK(v4.find("line 1: 'targets' is missing from the tbd-version 4 document") == 0);
+  CHECK(problem_of("--- !tapi-tbd\ntbd-version: 4\ntargets: [ arm64-macos ]\ninstall-name: /l.dylib\n"
+                   "exports:\n  - symbols: [ _a ]\n...\n")
+            .find("line 6: 'targets' is missing from an exports section") == 0);
+  CHECK(problem_of("--- !tapi-tbd\ntbd-version: 4\ntargets: [ arm64-macos ]\ninstall-name: /l.dylib\n"
+                   "reexports:\n  - symbols: [ _a ]\n...\n")
+            .find("line 6: 'targets' is missing from a reexports section") == 0);
+  CHECK(problem_of("--- !tapi-tbd\ntbd-version: 4\ntargets: [ arm64-macos ]\ninstall-name: /l.dylib\n"
+                   "reexported-libraries:\n  - libraries: [ /usr/lib/libinner.dylib ]\n...\n")
+            .find("line 6: 'targets' is missing from a reexported-libraries entry") == 0);
+  // v1 to v3: the document's archs, and each exports section's.
+  // (An untagged v1 document starts with archs, or the linker's test says it is no stub.)
+  for (std::string version : {"1", "2", "3"}) {
+    CAPTURE(version);
+    std::string tag = "--- !tapi-tbd-v" + version + "\n";
+    std::string document = problem_of(tag + "platform: macosx\ninstall-name: /l.dylib\n"
+                                      "exports:\n  - archs: [ x86_64 ]\n    symbols: [ _a ]\n...\n");
+    CHECK(document.find("line 1: 'archs' is missing from the tbd-v" + version + " document") == 0);
+    CHECK(problem_of(tag + "archs: [ x86_64 ]\nplatform: macosx\ninstall-name: /l.dylib\n"
+                     "exports:\n  - symbols: [ _a ]\n...\n")
+              .find("'archs' is missing from an exports section") != std::string::npos);
+  }
+  // v5: the library's target_info, of the main library and of an inlined one.
+  CHECK(problem_of("{\"tapi_tbd_version\": 5, \"main_library\": {\"install_names\": [{\"name\": \"/l.dylib\"}], "
+                   "\"exported_symbols\": [{\"text\": {\"global\": [\"_a\"]}}]}}")
+            .find("main_library: target_info is missing") == 0);
+  CHECK(problem_of("{\"tapi_tbd_version\": 5, \"main_library\": {\"target_info\": [{\"target\": \"arm64-macos\"}], "
+                   "\"install_names\": [{\"name\": \"/l.dylib\"}]}, "
+                   "\"libraries\": [{\"install_names\": [{\"name\": \"/m.dylib\"}]}]}")
+            .find("libraries[0]: target_info is missing") == 0);
+  // Each stub above, with the key, is read, and exports _a.
+  CHECK(parse_tbd("--- !tapi-tbd\ntbd-version: 4\ntargets: [ arm64-macos ]\ninstall-name: /l.dylib\n"
+                  "exports:\n  - targets: [ arm64-macos ]\n    symbols: [ _a ]\n...\n")
+            .libraries[0].exports("arm64-macos") == std::vector<std::string>{"_a"});
+  CHECK(parse_tbd("--- !tapi-tbd-v3\narchs: [ x86_64 ]\nplatform: macosx\ninstall-name: /l.dylib\n"
+                  "exports:\n  - archs: [ x86_64 ]\n    symbols: [ _a ]\n...\n")
+            .libraries[0].exports("x86_64-macos") == std::vector<std::string>{"_a"});
+  CHECK(parse_tbd("{\"tapi_tbd_version\": 5, \"main_library\": {\"target_info\": [{\"target\": \"arm64-macos\"}], "
+                  "\"install_names\": [{\"name\": \"/l.dylib\"}], \"exported_symbols\": [{\"text\": {\"global\": [\"_a\"]}}]}}")
+            .libraries[0].exports("arm64-macos") == std::vector<std::string>{"_a"});
+}
+
 TEST_CASE("tbd: broken input is an Error, never a crash") {
   // Every prefix of valid files, closed so that the linker's test passes, and
   // every single-byte change of the v4 stub at a stride.
