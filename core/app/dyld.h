@@ -21,6 +21,10 @@ struct SearchRoots {
 // fresh temporary directory, where nothing else is.
 inline constexpr const char* kModelDirectory = "<temporary directory>";
 
+// The sysroot has the library at that absolute install name (the file, or for a
+// system path its SDK text stub): the Macs it stands for have it.
+bool sysroot_holds(const std::string& sysroot, const std::string& install_name);
+
 class Dyld {
  public:
   Dyld(Process& process, LibraryFiles& files, const SearchRoots& roots)

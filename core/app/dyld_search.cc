@@ -78,6 +78,14 @@ std::string stub_path(const std::string& path) {
 
 }  // namespace
 
+bool sysroot_holds(const std::string& sysroot, const std::string& install_name) {
+  if (sysroot.empty() || install_name.empty() || install_name[0] != '/') return false;
+  // As try_candidate looks there: the file, or for a system path its SDK stub.
+  std::string local = lexically_normal(sysroot + install_name);
+  return file_state(local) == FileState::Regular ||
+         (system_path(install_name) && file_state(stub_path(local)) == FileState::Regular);
+}
+
 std::string directory_of(const std::string& path) {
   size_t slash = path.find_last_of('/');
   if (slash == std::string::npos) return ".";
@@ -276,10 +284,11 @@ std::vector<DependencyOutcome> Dyld::load_dependents(size_t image) {
     const Dylib& dylib = library->dependencies[index];
     size_t images_before = process_.images.size();
     Found found = find(dylib.install_name, image);
-    DependencyOutcome outcome{dylib.ordinal, dylib.install_name, dylib.kind, std::nullopt, found.system_assumed, {}};
+    DependencyOutcome outcome{dylib.ordinal, dylib.install_name, dylib.kind, std::nullopt, found.system_assumed, false, {}};
     if (found.image) {
       process_.images[image].dependents[index] = found.image;
       outcome.resolved = process_.images[*found.image].path;
+      outcome.local = process_.images[*found.image].local;
       if (*found.image >= images_before) added.push_back(*found.image);
     } else {
       outcome.tried = found.tried;

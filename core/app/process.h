@@ -74,6 +74,7 @@ struct DependencyOutcome {
   DylibKind kind = DylibKind::Load;
   std::optional<std::string> resolved;  // the path found
   bool system_assumed = false;          // a system path taken as present without --sysroot
+  bool local = false;                   // found among the application's files (not the sysroot's)
   std::vector<TriedPath> tried;         // when not found, every path in dyld's order
 };
 

@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "core/app/dyld.h"
 #include "core/rewrite/prune.h"
 
 namespace machofix {
@@ -87,12 +88,12 @@ struct SliceContext {
   }
 };
 
-// dyld finds the dependency among the application's files (or a library it loads),
-// not as a system library taken as present.
+// dyld finds the dependency among the application's own files: a system library (taken
+// as present, or found in the sysroot) is not the application's to provide.
 bool found_in_app(const SliceContext& context, const DylibReport& dylib) {
   if (!context.load) return false;
   for (const DependencyOutcome& outcome : context.load->dependencies)
-    if (outcome.ordinal == dylib.ordinal) return outcome.resolved && !outcome.system_assumed;
+    if (outcome.ordinal == dylib.ordinal) return outcome.resolved && outcome.local;
   return false;
 }
 
@@ -102,8 +103,11 @@ void check_dylib(SliceContext& context, const DylibReport& dylib, const CheckOpt
   // In the application named, a dependency dyld finds there is provided: an unused
   // one costs a load that succeeds, an absolute name one the application satisfies.
   bool provided_by_app = found_in_app(context, dylib);
-  if (dylib.removable() && !provided_by_app) context.add(Rule::UnusedDependency, dylib);
-  if (!absolute_name_allowed(name, options) && !provided_by_app) context.add(Rule::AbsoluteInstallName, dylib);
+  if (dylib.removable() && !provided_by_app)
+    context.add(Rule::UnusedDependency, dylib).in_sysroot = sysroot_holds(options.sysroot, name);
+  // A sysroot that holds it says users' Macs have it.
+  if (!absolute_name_allowed(name, options) && !provided_by_app && !sysroot_holds(options.sysroot, name))
+    context.add(Rule::AbsoluteInstallName, dylib);
   if (!name.empty() && name[0] != '/' && name[0] != '@') context.add(Rule::RelativeInstallName, dylib);
   // With an application, what it provides is what dyld finds in it: library-not-loaded
   // says so for the dependencies it does not, with the paths tried.
@@ -380,7 +384,8 @@ Level default_level(const Finding& finding) {
   switch (finding.rule) {
     // Every supported macOS has its system libraries: an unused one costs a load that
     // succeeds. Any other unused one may be missing where the model ships.
-    case Rule::UnusedDependency: return under_allowed_prefix(finding.dylib, CheckOptions{}) ? Level::Warning : Level::Error;
+    case Rule::UnusedDependency:
+      return under_allowed_prefix(finding.dylib, CheckOptions{}) || finding.in_sysroot ? Level::Warning : Level::Error;
     // dyld searches a build machine's directory in vain and goes on: it loads.
     case Rule::AbsoluteRpath: return Level::Warning;
     // Nothing was judged: said, not failed (no Mac runs 32-bit code since 10.15).

@@ -176,6 +176,7 @@ struct Finding {
   uint32_t min_macos = 0;           // min-macos: the slice's minimum
   uint32_t required_min_macos = 0;  // min-macos: the application's (--min-macos)
   bool removable = false;  // prune removes the dependency
+  bool in_sysroot = false;  // unused-dependency: the --sysroot has it (every Mac it stands for does)
   std::optional<DylibDecision> kept_because;  // why prune keeps an unused one
   uint64_t slice_offset = 0;  // of the slice in the file (universal) or blob
   std::optional<uint64_t> offset;  // file offset of the load command, where known

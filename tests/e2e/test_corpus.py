@@ -13,6 +13,10 @@ For every Mach-O file of the fetched corpus:
    untouched; under --adhoc too for the identity-signed one); with --resign-invalid
    it is pruned as usual, re-signed, verifies, and the JSON says where the input
    signature was wrong;
+ - the gate: shipped files that load on every Mac pass `check` with no options, each
+   unused system library a warning (the ones listed below, and nothing else); with
+   --warnings-as-errors those with such a warning fail; the files dyld refuses fail
+   with their loader-rule error;
  - every file passes the loader's rules (docs/loader-rules.md) before and after a
    rewrite (`verify` checks them), except the ones in BREAKS_LOADER_RULES, which dyld
    refuses: `verify` names the rule, and `sign` and `prune` refuse them, writing
@@ -43,10 +47,12 @@ EXPECTED_REMOVED = {
         FRAMEWORKS + "AppKit.framework/Versions/C/AppKit", "/usr/lib/libc++.1.dylib"]},
     "fsevents.node": {"x86_64": ["/usr/lib/libc++.1.dylib"], "arm64": ["/usr/lib/libc++.1.dylib"]},
     "bin/sentry-cli": {"arm64": ["/System/Library/PrivateFrameworks/CoreUI.framework/Versions/A/CoreUI"]},
+    "rollup.darwin-arm64.node": {"arm64": ["/usr/lib/libiconv.2.dylib"]},
+    "lightningcss.darwin-arm64.node": {"arm64": ["/usr/lib/libiconv.2.dylib"]},
 }
 # Files that look symbols up by name at run time: prune must warn.
 EXPECTED_WARNING = {"bins/mac-arm64-metal/libggml-metal.so", "prebuilds/darwin-arm64/uiohook-napi.node",
-                    "prebuilds/darwin-x64/uiohook-napi.node", "bin/sentry-cli"}
+                    "prebuilds/darwin-x64/uiohook-napi.node", "bin/sentry-cli", "rollup.darwin-arm64.node"}
 IDENTITY_SIGNED = {"bin/sentry-cli"}  # Developer ID: refused unless --adhoc
 FLAT_NAMESPACE = {"bin/esbuild"}
 # A thin dylib, a universal bundle (x86_64 unsigned), the identity-signed universal
@@ -217,6 +223,28 @@ def check_tampered(machofix, entry, work):
     return [f"tampered: {problem}" for problem in problems]
 
 
+def check_gate(machofix, entry):
+    """check with no options: only the expected warnings (unused system libraries), exit 0;
+    --warnings-as-errors fails exactly the files that have them; dyld's refusals fail."""
+    problems = []
+    path = entry["cached_path"]
+    done = run(machofix, "check", "--no-contract", "--json=-", path)
+    findings = json.loads(done.stdout)["findings"] if done.stdout.strip() else []
+    refused = BREAKS_LOADER_RULES.get(entry["path"], {})
+    expected = sorted(("unused-dependency", "warning", arch, dylib)
+                      for arch, dylibs in EXPECTED_REMOVED.get(entry["path"], {}).items() for dylib in dylibs)
+    expected += sorted(("loader-rule", "error", arch, "") for arch, rules in refused.items() for _ in rules)
+    got = sorted((f["rule"], f["level"], f["arch"], f["dylib"]) for f in findings)
+    if got != sorted(expected):
+        problems.append(f"check: findings {got}, expected {sorted(expected)}")
+    if done.returncode != (1 if refused else 0):
+        problems.append(f"check: exit {done.returncode}, expected {1 if refused else 0}")
+    strict = run(machofix, "check", "--no-contract", "--warnings-as-errors", path)
+    if strict.returncode != (1 if expected else 0):
+        problems.append(f"check --warnings-as-errors: exit {strict.returncode}, expected {1 if expected else 0}")
+    return problems
+
+
 def no_corpus(cache):
     """Skipped (77) when fetch_corpus.py (ctest: corpus_fetch) last found the registry
     unreachable; a failure whatever else kept the corpus from being fetched."""
@@ -251,6 +279,7 @@ def main():
                         + check_prune(machofix, entry, case_dir))
         if entry["path"] in TAMPERED:
             problems += check_tampered(machofix, entry, case_dir)
+        problems += check_gate(machofix, entry)
         print(f"{'FAIL' if problems else 'ok  '} {entry['package']} {entry['path']}")
         for problem in problems:
             print(f"     {problem}")

@@ -120,6 +120,31 @@ def main(argv):
         expect(f"{label} in the contract: exit 2, named", done.returncode == 2 and said in done.stderr
                and "bad.toml" in done.stderr, done.stderr)
 
+    # With --sysroot: an unused library the sysroot holds is on every Mac it stands for
+    # (a warning) even outside /usr/lib; a system library found there is not the
+    # application's, so the unused one is the same warning with and without it.
+    sysroot, app = work / "sysroot", work / "app"
+    (sysroot / "opt" / "vendor" / "lib").mkdir(parents=True)
+    (sysroot / "usr" / "lib").mkdir(parents=True)
+    app.mkdir()
+    (work / "libvendor.tbd").write_text(
+        ICONV_TBD.replace("/usr/lib/libiconv.2.dylib", "/opt/vendor/lib/libvendor.dylib").replace("_iconv", "_vendor"))
+    (sysroot / "usr" / "lib" / "libiconv.2.tbd").write_text(ICONV_TBD)
+    shutil.copy(tbd / "libSystem.tbd", sysroot / "usr" / "lib" / "libSystem.B.tbd")
+    vendor = link(work, tbd, "vendor", [tbd / "libSystem.tbd", work / "libvendor.tbd"])
+    # Outside the system paths dyld reads no stub: the sysroot holds the library itself.
+    subprocess.run(["ld64.lld-16", "-arch", "arm64", "-platform_version", "macos", "13.0", "14.0", "-dylib",
+                    "-install_name", "/opt/vendor/lib/libvendor.dylib", work / "kernel.o", tbd / "libSystem.tbd",
+                    "-o", sysroot / "opt" / "vendor" / "lib" / "libvendor.dylib"], check=True)
+    status, found = levels(machofix, vendor, *plain)
+    expect("an unused library outside the system, no sysroot: an error", status == 1 and
+           ("unused-dependency", "error") in found, found)
+    status, found = levels(machofix, vendor, *plain, "--app", app, "--sysroot", sysroot)
+    expect("the same, held by the sysroot: a warning", status == 0 and found == [("unused-dependency", "warning")], found)
+    status, found = levels(machofix, iconv, *plain, "--app", app, "--sysroot", sysroot)
+    expect("an unused system library the sysroot holds: the same warning as without it",
+           status == 0 and found == [("unused-dependency", "warning")], found)
+
     print(f"test_levels: {len(failures)} failed")
     return 1 if failures else 0
 
