@@ -1,13 +1,21 @@
 // Writes the synthetic seed corpora of the fuzz targets (run by fuzz/run_fuzzers.sh
 // at run time; nothing generated is committed):
 //
-//   fuzz_make_seeds OUTDIR      ->  OUTDIR/macho/*, OUTDIR/codesign/*, OUTDIR/pte/*
+//   fuzz_make_seeds OUTDIR [MACHO...]  ->  OUTDIR/macho/*, OUTDIR/codesign/*, OUTDIR/pte/*,
+//                                          OUTDIR/exports/*
 //
 // Small files on purpose (about 1-10 KB): libFuzzer mutates small inputs much
-// faster. The linker-made fixtures and the ExecuTorch samples are added by the script.
+// faster. The linker-made fixtures and the ExecuTorch samples are added by the script;
+// the exports tries of the Mach-O files it names (the fixtures, the app fixtures'
+// libraries) are written here, one per 64-bit slice, since fuzz_exports takes a
+// bare trie and the linker's tries nest nodes as no synthetic one does.
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
+
+#include "core/base/error.h"
+#include "core/format/fat.h"
 
 #include "fuzz/sample_images.h"
 
@@ -128,11 +136,87 @@ void pte_seeds() {
 }
 #endif
 
+// ---- exports tries (fuzz_exports takes the bare trie) ----------------------------
+
+// A trie of nested nodes, laid out in order; every offset below 128 (one-byte ULEBs).
+struct TrieNode {
+  std::vector<uint8_t> terminal;                      // empty: none
+  std::vector<std::pair<std::string, size_t>> edges;  // label, node index
+};
+
+std::vector<uint8_t> lay_out(const std::vector<TrieNode>& nodes) {
+  std::vector<uint64_t> offsets;
+  uint64_t at = 0;
+  for (const TrieNode& node : nodes) {
+    offsets.push_back(at);
+    at += 1 + node.terminal.size() + 1;
+    for (const auto& edge : node.edges) at += edge.first.size() + 1 + 1;
+  }
+  if (at >= 128) throw std::runtime_error("seed trie too large for one-byte offsets");
+  std::vector<uint8_t> out;
+  for (const TrieNode& node : nodes) {
+    out.push_back(static_cast<uint8_t>(node.terminal.size()));
+    out.insert(out.end(), node.terminal.begin(), node.terminal.end());
+    out.push_back(static_cast<uint8_t>(node.edges.size()));
+    for (const auto& [label, child] : node.edges) {
+      out.insert(out.end(), label.begin(), label.end());
+      out.push_back(0);
+      out.push_back(static_cast<uint8_t>(offsets[child]));
+    }
+  }
+  return out;
+}
+
+void exports_seeds() {
+  using namespace macho;
+  write("exports", "dyld_info_trie", make_trie({{"_mine", 0, 0x10, 0, 0, ""}, {"_reexported", EXPORT_SYMBOL_FLAGS_REEXPORT, 0, 3, 0, "_foo"}}).bytes);
+  write("exports", "reexport_same_name", reexport_trie("_foo", 3).bytes);
+  write("exports", "reexport_long_ordinal", reexport_trie("_foo", 2, "_bar", 5).bytes);
+  write("exports", "kinds", make_trie({{"_weak", 0x04, 0x20, 0, 0, ""},
+                                       {"_tlv", 0x01, 0x30, 0, 0, ""},
+                                       {"_abs", 0x02, 0x1234, 0, 0, ""},
+                                       {"_re1", EXPORT_SYMBOL_FLAGS_REEXPORT, 0, 1, 0, "_malloc"}}).bytes);
+  // As linkers write them: shared prefixes on inner nodes, a stub-and-resolver.
+  write("exports", "nested", lay_out({{{}, {{"_", 1}}},
+                                      {{}, {{"foo", 2}, {"ba", 3}}},
+                                      {{0x00, 0x10}, {}},
+                                      {{}, {{"r", 4}, {"z", 5}}},
+                                      {{0x08, 0x03, '_', 'q', 0}, {}},
+                                      {{0x10, 0x20, 0x40}, {{"_x", 6}}},
+                                      {{0x04, 0x50}, {}}}));
+  write("exports", "root_terminal", lay_out({{{0x00, 0x01}, {{"a", 1}}}, {{0x08, 0x02, 0}, {}}}));
+}
+
+// The exports trie of each 64-bit slice of the Mach-O file at `path`, if any.
+void tries_of(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  Bytes file(bytes);
+  std::vector<Bytes> slices;
+  try {
+    if (looks_like_universal(file)) {
+      for (const FatSlice& entry : parse_universal(file).slices)
+        if (entry.cputype & macho::CPU_ARCH_ABI64) slices.push_back(file.sub(entry.offset, entry.size, "universal slice"));
+    } else if (looks_like_thin_macho(file)) {
+      slices.push_back(file);
+    }
+    for (const Bytes& slice : slices) {
+      MachO image = parse_macho(slice);
+      const DataRange& range = image.exports_trie.present ? image.exports_trie : image.dyld_info.exports;
+      if (range.size == 0) continue;
+      Bytes trie = slice.sub(range.offset, range.size, "exports trie");
+      write("exports", path.filename().string() + "-" + image.arch(), std::vector<uint8_t>(trie.data(), trie.data() + trie.size()));
+    }
+  } catch (const Error&) {
+    // Not a Mach-O file machofix reads: no seed.
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::cerr << "usage: fuzz_make_seeds OUTDIR\n";
+  if (argc < 2) {
+    std::cerr << "usage: fuzz_make_seeds OUTDIR [MACHO...]\n";
     return 2;
   }
   out_root = argv[1];
@@ -141,6 +225,8 @@ int main(int argc, char** argv) {
 #if MACHOFIX_SEEDS_HAVE_PTE
     pte_seeds();
 #endif
+    exports_seeds();
+    for (int i = 2; i < argc; ++i) tries_of(argv[i]);
   } catch (const Error& error) {
     std::cerr << "fuzz_make_seeds: " << error.describe() << "\n";
     return 1;

@@ -2,7 +2,7 @@
 // points as the libFuzzer targets (fuzz/targets.h). Registered in ctest on
 // fuzz/regressions, so every crash once found stays fixed.
 //
-//   fuzz_replay [--target macho|codesign|pte] [--max-rss-mb N] [--max-seconds S] PATH...
+//   fuzz_replay [--target macho|codesign|pte|tbd|plist|exports] [--max-rss-mb N] [--max-seconds S] PATH...
 //
 // A directory is walked recursively. Without --target, a file's target is the name
 // of the directory that holds it (fuzz/regressions/<target>/...). Files ending in
@@ -189,7 +189,7 @@ int replay_file(const fs::path& path, const std::string& forced_target, const Li
 }  // namespace
 
 int main(int argc, char** argv) {
-  const char* usage = "usage: fuzz_replay [--target macho|codesign|pte] [--max-rss-mb N] [--max-seconds S] PATH...\n";
+  const char* usage = "usage: fuzz_replay [--target macho|codesign|pte|tbd|plist|exports] [--max-rss-mb N] [--max-seconds S] PATH...\n";
   std::string target;
   Limits limits;
   std::vector<fs::path> inputs;

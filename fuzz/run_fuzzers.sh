@@ -5,18 +5,22 @@
 #
 # Environment:
 #   MACHOFIX_FUZZ_BUILD    build directory (default: build-fuzz in the project root)
-#   MACHOFIX_FUZZ_TARGETS  which targets (default: "macho codesign pte")
+#   MACHOFIX_FUZZ_TARGETS  which targets (default: "macho codesign pte tbd plist exports")
 #   MACHOFIX_SAMPLES       directory of sample .pte files (default: ../shared/samples beside the checkout)
+#   MACHOFIX_FUZZ_APP_FIXTURES  check --app's fixtures (default: build/app_fixtures, when
+#                          scripts/test.sh made them): their libraries' tries seed fuzz_exports
 #
 # Needs clang-16 (Debian: clang-16, libclang-rt-16-dev). The whole core is compiled
 # with -fsanitize=fuzzer-no-link,address,undefined (see fuzz/CMakeLists.txt).
 #
 # Seeds are made at run time, in the build directory, never in the source tree:
-# fuzz_make_seeds (synthetic images, .pte files through tests/pte's writer),
-# tests/fixtures/make_fixtures.py (Mach-O files linked by ld64.lld-16; those of
-# build/fixtures when scripts/test.sh made them, else made once and cached),
-# the sample .pte files, and every reproducer of fuzz/regressions. The corpus each
-# run grows is kept in BUILD/fuzz-corpus/<target> for the next run.
+# fuzz_make_seeds (synthetic images, .pte files through tests/pte's writer, exports
+# tries: synthetic ones and those of every Mach-O fixture), tests/fixtures/make_fixtures.py
+# (Mach-O files linked by ld64.lld-16; those of build/fixtures when scripts/test.sh
+# made them, else made once and cached), fuzz/make_text_seeds.py (the .tbd stubs and
+# Info.plists of tests/fixtures and tests/app), the sample .pte files, and every
+# reproducer of fuzz/regressions. The corpus each run grows is kept in
+# BUILD/fuzz-corpus/<target> for the next run.
 #
 # Exit status 1 when a target crashed, leaked, hung (-timeout) or ran out of memory:
 # the reproducer's path is printed. Turn it into a regression test with
@@ -25,19 +29,24 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 seconds=${1:-60}
 build=${MACHOFIX_FUZZ_BUILD:-$root/build-fuzz}
-targets=${MACHOFIX_FUZZ_TARGETS:-macho codesign pte}
+targets=${MACHOFIX_FUZZ_TARGETS:-macho codesign pte tbd plist exports}
 samples=${MACHOFIX_SAMPLES:-$root/../shared/samples}  # where tests/e2e/run_samples.py looks
 
 max_len() {
   case $1 in
     macho | codesign) echo 98304 ;;  # the largest linker-made fixture (universal) is 83 KB
     pte) echo 393216 ;;              # the ExecuTorch samples are up to 352 KB
+    tbd) echo 16384 ;;               # the largest stub seed is under 2 KB; room for many documents
+    plist | exports) echo 8192 ;;    # Info.plists and the fixtures' tries are under 1 KB
   esac
 }
 dictionary() {
   case $1 in
     macho | codesign) echo "$root/fuzz/macho.dict" ;;
     pte) echo "$root/fuzz/pte.dict" ;;
+    tbd) echo "$root/fuzz/tbd.dict" ;;
+    plist) echo "$root/fuzz/plist.dict" ;;
+    exports) echo "$root/fuzz/exports.dict" ;;
   esac
 }
 
@@ -52,7 +61,6 @@ cmake --build "$build" --target fuzzers
 
 seeds=$build/fuzz-seeds
 rm -rf "$seeds"
-"$build/fuzz/fuzz_make_seeds" "$seeds"
 
 # The fixtures scripts/test.sh's ctest run made (build/fixtures), else made here.
 fixtures=${MACHOFIX_FUZZ_FIXTURES:-$root/build/fixtures}
@@ -65,6 +73,18 @@ if [ ! -f "$fixtures/manifest.json" ]; then
     rm -rf "$fixtures"
   fi
 fi
+# The Mach-O files whose exports tries seed fuzz_exports: the fixtures, and the
+# libraries and executables of check --app's fixtures when scripts/test.sh made them.
+machos=()
+[ -d "$fixtures" ] && machos+=("$fixtures"/*.in "$fixtures"/*.ref)
+app_fixtures=${MACHOFIX_FUZZ_APP_FIXTURES:-$root/build/app_fixtures}
+if [ -f "$app_fixtures/manifest.json" ]; then
+  while IFS= read -r -d '' file; do machos+=("$file"); done < <(find "$app_fixtures/apps" "$app_fixtures/models" -type f -print0 | sort -z)
+else
+  echo "run_fuzzers: NOTE: no check --app fixtures in $app_fixtures; fuzz_exports without their tries"
+fi
+"$build/fuzz/fuzz_make_seeds" "$seeds" "${machos[@]}"
+python3 "$root/fuzz/make_text_seeds.py" "$seeds"
 if [ -d "$fixtures" ]; then
   for file in "$fixtures"/*.in "$fixtures"/*.ref; do
     cp "$file" "$seeds/macho/fixture-$(basename "$file")"

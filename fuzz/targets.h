@@ -29,7 +29,28 @@ void run_codesign(const uint8_t* data, size_t size);
 // written anywhere).
 void run_pte(const uint8_t* data, size_t size);
 
-// "macho", "codesign", "pte" -> the function; nullptr for another name.
+// .tbd stubs, YAML (versions 1-4) and JSON (version 5), as check --app reads a
+// library it finds: looks_like_tbd, parse_tbd, then each library's exports and
+// re-exported libraries for its targets and a few others; then the file opened through
+// LibraryFiles (a memfd) for arm64 and x86_64 macOS and Mac Catalyst, and every
+// inlined library by its install name. LibraryFiles::open never throws.
+void run_tbd(const uint8_t* data, size_t size);
+
+// An Info.plist (XML or binary), as the bundle reader reads it: info_plist_executable,
+// then the same bytes as the Info.plist of a bundle on disk (macOS or flat layout, by
+// the size) holding the executable it names: bundle_executable must find that file,
+// or refuse the bundle exactly when info_plist_executable refused the bytes (checked
+// on disk for every list that names an executable and one refused list in 16).
+void run_plist(const uint8_t* data, size_t size);
+
+// An exports trie: walk_exports_trie on the bytes alone (exactly sized, so ASan sees
+// any overread), then inside a dylib (LC_DYLD_EXPORTS_TRIE or LC_DYLD_INFO's export
+// part, by the size): read_exports and scan_imports, which must agree on every
+// re-export, and the dylib opened through LibraryFiles as check --app opens a library.
+void run_exports(const uint8_t* data, size_t size);
+
+// "macho", "codesign", "pte", "tbd", "plist", "exports" -> the function; nullptr for
+// another name.
 using Target = void (*)(const uint8_t*, size_t);
 Target target_named(const std::string& name);
 

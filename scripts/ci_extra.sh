@@ -3,7 +3,8 @@
 # one build (build-asan: clang-16, AddressSanitizer + UndefinedBehaviorSanitizer, leak
 # detection on; the core also carries libFuzzer's coverage):
 #  1. every libFuzzer target for a fixed time (fuzz/run_fuzzers.sh), seeded with the
-#     fixtures, the samples and every stored reproducer;
+#     fixtures, the samples and every stored reproducer: six targets, 6 minutes at the
+#     default 60 s each (tbd, plist and exports, the readers of check --app, added 3);
 #  2. the whole test suite once more, in that build.
 # One sanitizer build serves both, so the core is compiled once for them, not twice.
 # About 25 minutes from nothing on 2 cores, most of it the suite; with the compiler

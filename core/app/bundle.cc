@@ -37,8 +37,9 @@ std::optional<Layout> layout_of(const fs::path& dir) {
   return std::nullopt;
 }
 
-// The value of CFBundleExecutable in the property list `bytes`.
-std::string executable_name(Bytes bytes) {
+}  // namespace
+
+std::string info_plist_executable(Bytes bytes) {
   if (bytes.size() > kLargestInfoPlist)
     fail(std::to_string(bytes.size()) + " bytes, more than the " + std::to_string(kLargestInfoPlist >> 20) + " MiB an Info.plist may have");
   const PlistFunctions& plist = plist_functions();
@@ -62,8 +63,6 @@ std::string executable_name(Bytes bytes) {
   return name;
 }
 
-}  // namespace
-
 bool is_app_bundle(const std::string& dir) {
   std::error_code ignored;
   return fs::is_directory(dir, ignored) && layout_of(dir).has_value();
@@ -78,7 +77,7 @@ std::string bundle_executable(const std::string& dir) {
   std::string info_plist = layout->info_plist.string();
   try {
     MappedFile file(info_plist, SmallFile::Read);
-    std::string name = executable_name(file.bytes());
+    std::string name = info_plist_executable(file.bytes());
     fs::path executable = layout->executables / name;
     if (!is_file(executable)) {
       std::error_code ignored;

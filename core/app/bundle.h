@@ -7,6 +7,8 @@
 
 #include <string>
 
+#include "core/base/bytes.h"
+
 namespace machofix {
 
 // Whether `dir` is a directory holding Contents/Info.plist or, flat, Info.plist.
@@ -18,5 +20,10 @@ bool is_app_bundle(const std::string& dir);
 // the name is not a file name (empty, ".", "..", with '/' or NUL), or no file has it;
 // in `dir` when the bundle has no Info.plist.
 std::string bundle_executable(const std::string& dir);
+
+// The CFBundleExecutable an Info.plist's bytes name, as bundle_executable reads it
+// (XML or binary); throws an Error for each refusal listed above but the missing file.
+// Public for the fuzzer (fuzz/targets.h).
+std::string info_plist_executable(Bytes info_plist);
 
 }  // namespace machofix
