@@ -9,6 +9,10 @@
 //       one method "forward" whose AOTI .so is SO, stored as the Metal backend
 //       stores it, with ExecuTorch 1.4+ content-hash keys (default) or 1.1-1.3
 //       method-name keys; for samples/
+//   pte_writer load-case CASE SO OUT.pte
+//       one method "forward" whose AOTI .so is SO, made into a case of ExecuTorch's
+//       load rules (tests/executorch/test_load_rule_cases.py): constant-segment-outside,
+//       constant-segment-inside, named-data-without-segments, default-keys
 //   pte_writer weights-case CASE SO OUT
 //       one method "forward" whose AOTI .so is SO (content-hash keys), its weights
 //       made into a case of check's missing-weights (tests/e2e/test_missing_weights.py):
@@ -28,6 +32,7 @@ int usage() {
   std::cerr << "usage: pte_writer matrix BLOBDIR OUTDIR\n"
                "       pte_writer big BLOBDIR OUT.pte WEIGHT_BYTES [SEGMENT_ALIGNMENT]\n"
                "       pte_writer wrap SO OUT.pte [hash|method]\n"
+               "       pte_writer load-case CASE SO OUT.pte\n"
                "       pte_writer weights-case CASE SO OUT\n";
   return 2;
 }
@@ -57,6 +62,33 @@ int wrap(const std::string& so_path, const std::string& path, const std::string&
   std::vector<uint8_t> so = pte_test::read_file(so_path);
   pte_test::Keys generation = keys == "hash" ? pte_test::Keys::Hash : pte_test::Keys::Method;
   pte_test::write_file(pte_test::aoti_spec(generation, {{"forward", &so, 1}}), path);
+  return 0;
+}
+
+// Cases of ExecuTorch's load rules, each a model written by 1.1-1.3 (method-name keys,
+// an empty payload) changed in one place.
+int load_case(const std::string& name, const std::string& so_path, const std::string& path) {
+  std::vector<uint8_t> so = pte_test::read_file(so_path);
+  pte_test::Spec spec = pte_test::aoti_spec(pte_test::Keys::Method, {{"forward", &so, 1}});
+  // Segments: 0 the constant placeholder, 1 the .so, 2 the weights (the last).
+  if (name == "constant-segment-outside" || name == "constant-segment-inside") {
+    // Constants at offsets 0 and 16 of the weights' segment (Program::load loads the
+    // constant segment whenever offsets holds more than the placeholder); outside:
+    // that segment runs 1 MiB past the end of the file.
+    spec.constant_offsets = {0, 16};
+    spec.constant_segment_index = 2;
+    if (name == "constant-segment-outside") spec.last_segment_extra_size = 1 << 20;
+  } else if (name == "named-data-without-segments") {
+    spec.segments_table = false;
+  } else if (name == "default-keys") {
+    // No compile spec "method_name": the backend looks up "so_blob" and "weights_blob".
+    spec.methods[0].method_name_spec = false;
+    spec.named[0].key = "so_blob";
+    spec.named[1].key = "weights_blob";
+  } else {
+    return usage();
+  }
+  pte_test::write_file(spec, path);
   return 0;
 }
 
@@ -97,6 +129,7 @@ int main(int argc, char** argv) {
     if (command == "big" && (argc == 5 || argc == 6))
       return write_big(argv[2], argv[3], std::strtoull(argv[4], nullptr, 0), argc == 6 ? std::strtoull(argv[5], nullptr, 0) : 4096);
     if (command == "wrap" && (argc == 4 || argc == 5)) return wrap(argv[2], argv[3], argc == 5 ? argv[4] : "hash");
+    if (command == "load-case" && argc == 5) return load_case(argv[2], argv[3], argv[4]);
     if (command == "weights-case" && argc == 5) return weights_case(argv[2], argv[3], argv[4]);
     return usage();
   } catch (const std::exception& error) {

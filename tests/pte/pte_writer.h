@@ -46,6 +46,7 @@ struct Method {
   std::string name;
   std::string payload;  // the delegate's processed bytes: "" (1.1-1.3) or "so_key\nweights_key"
   PayloadAt payload_at = PayloadAt::Segment;  // ExecuTorch moves non-empty payloads to segments
+  bool method_name_spec = true;  // false: no compile spec "method_name" (the AOTI keys are then so_blob, weights_blob)
 };
 
 struct Spec {
@@ -59,6 +60,8 @@ struct Spec {
   int64_t first_named_segment_index = -1;  // >= 0: NamedData[0].segment_index
   uint64_t last_segment_extra_size = 0;    // added to the last DataSegment.size
   int64_t constant_segment_index = -1;     // >= 0: Program.constant_segment.segment_index (else 0)
+  std::vector<uint64_t> constant_offsets{0};  // Program.constant_segment.offsets: {0} is the placeholder alone
+  bool segments_table = true;              // false: the Program has no segments table (named data still written)
 };
 
 inline uint64_t aligned(uint64_t value, uint64_t alignment) { return (value + alignment - 1) / alignment * alignment; }
@@ -141,7 +144,8 @@ inline flatbuffers::Offset<machofix::pte_fb::ExecutionPlan> execution_plan(flatb
   auto reference = fb::CreateBackendDelegateDataReference(
       builder, payload_in_segment ? fb::DataLocation::SEGMENT : fb::DataLocation::INLINE, payload_index);
   std::vector<uint8_t> name_bytes = to_bytes(method.name);
-  std::vector<flatbuffers::Offset<fb::CompileSpec>> specs{fb::CreateCompileSpecDirect(builder, "method_name", &name_bytes)};
+  std::vector<flatbuffers::Offset<fb::CompileSpec>> specs;
+  if (method.method_name_spec) specs.push_back(fb::CreateCompileSpecDirect(builder, "method_name", &name_bytes));
   std::vector<flatbuffers::Offset<fb::BackendDelegate>> delegates{
       fb::CreateBackendDelegateDirect(builder, "MetalBackend", reference, &specs)};
   // Two float tensors of 2x2, the method's input and output, handed to the delegate
@@ -188,13 +192,14 @@ inline std::vector<uint8_t> program_flatbuffer(const Spec& spec, const std::vect
   }
   std::vector<flatbuffers::Offset<fb::Buffer>> constant_buffer;
   std::vector<flatbuffers::Offset<fb::DataSegment>> segments = data_segments<fb::DataSegment>(builder, spec, sources, shift);
-  std::vector<uint64_t> constant_offsets{0};
+  const std::vector<uint64_t>& constant_offsets = spec.constant_offsets;
   uint32_t constant_index = spec.constant_segment_index >= 0 ? static_cast<uint32_t>(spec.constant_segment_index) : 0;
   auto constant_segment = fb::CreateSubsegmentOffsetsDirect(builder, constant_index, &constant_offsets);
   std::vector<flatbuffers::Offset<fb::NamedData>> named;
   for (size_t n = 0; n < spec.named.size(); ++n)
     named.push_back(fb::CreateNamedDataDirect(builder, spec.named[n].key.c_str(), named_segment_index(spec, sources, n)));
-  auto program = fb::CreateProgramDirect(builder, 0, &plans, &constant_buffer, &inline_data, &segments, constant_segment,
+  auto program = fb::CreateProgramDirect(builder, 0, &plans, &constant_buffer, &inline_data,
+                                         spec.segments_table ? &segments : nullptr, constant_segment,
                                          nullptr, &named);
   fb::FinishProgramBuffer(builder, program);
   return {builder.GetBufferPointer(), builder.GetBufferPointer() + builder.GetSize()};
