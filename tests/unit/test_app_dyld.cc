@@ -117,6 +117,39 @@ TEST_CASE("@rpath: the requester's rpaths, then up its load chain, then the exec
   std::filesystem::remove_all(root);
 }
 
+// A dependency of a library the model loaded (not of the model itself): its @rpath
+// searches the library's own rpaths, then the model's (the image that loaded it),
+// then the executable's, each @loader_path expanded from the image that declares it;
+// its @loader_path/ is its own directory, its @executable_path/ the executable's.
+TEST_CASE("the load chain: a library's dependencies, rpaths inherited from the model and the executable") {
+  Scene scene;
+  LibraryImage& executable = scene.image();
+  executable.rpaths = {"@executable_path/../Frameworks"};
+  scene.add("/app/Contents/MacOS/App", &executable);
+  LibraryImage& model = scene.image();
+  model.rpaths = {"@loader_path/deps", "/opt/model/lib"};
+  size_t model_index = scene.add("<temporary directory>/model.so", &model);
+  LibraryImage& middle = scene.image("@rpath/libmiddle.dylib");
+  middle.rpaths = {"@loader_path/inner"};
+  middle.build_targets = {macos(14)};  // no fallback paths
+  middle.dependencies = {dependency(1, "@rpath/libdeep.dylib"), dependency(2, "@loader_path/libnext.dylib"),
+                         dependency(3, "@executable_path/../Helpers/libhelper.dylib")};
+  size_t middle_index = scene.add("/app/Contents/Resources/lib/libmiddle.dylib", &middle, model_index);
+  scene.dyld().load_dependents(middle_index);
+  REQUIRE(scene.process.missing.size() == 3);
+  for (const MissingLibrary& missing : scene.process.missing) CHECK(missing.needed_by == middle_index);
+  std::vector<std::string> deep;
+  for (const TriedPath& tried : scene.process.missing[0].tried) deep.push_back(tried.path);
+  CHECK(deep == std::vector<std::string>{"/app/Contents/Resources/lib/inner/libdeep.dylib",  // its own rpath
+                                         "<temporary directory>/deps/libdeep.dylib",         // the model's, from the model
+                                         "/opt/model/lib/libdeep.dylib",
+                                         "/app/Contents/Frameworks/libdeep.dylib"});         // the executable's
+  REQUIRE(scene.process.missing[1].tried.size() == 1);
+  CHECK(scene.process.missing[1].tried[0].path == "/app/Contents/Resources/lib/libnext.dylib");
+  REQUIRE(scene.process.missing[2].tried.size() == 1);
+  CHECK(scene.process.missing[2].tried[0].path == "/app/Contents/Helpers/libhelper.dylib");
+}
+
 TEST_CASE("@rpath with no LC_RPATH anywhere: dyld's words") {
   Scene scene;
   scene.add("/app/Contents/MacOS/App", &scene.image());
@@ -145,7 +178,7 @@ TEST_CASE("system paths without a sysroot: present if named, never as a fallback
   CHECK(tried[0].reason == "no such file");
   CHECK(tried[1].path == "/usr/local/lib/libomp.dylib");
   CHECK(tried[2].path == "/usr/lib/libomp.dylib");
-  CHECK(tried[2].reason == "no such file, not checked: no --sysroot");
+  CHECK(tried[2].reason == "not looked up (no --sysroot), so not taken as present");
 
   Scene modern;
   modern.add("/app/Contents/MacOS/App", &modern.image());
@@ -199,6 +232,60 @@ TEST_CASE("binding: two-level through re-exports, renamed re-exports, cycles") {
   CHECK(bindings[3].lazy);
   CHECK(bindings[3].expected_in == "/app/libouter.dylib");
   CHECK(bindings[4].verdict == BindVerdict::WeakMissing);
+}
+
+// A flat lookup that meets a re-export entry in an image's export trie follows it,
+// as a two-level one does: the symbol is bound where the re-export leads, under the
+// name it gives; the re-exporting image defines nothing.
+TEST_CASE("binding: a flat lookup follows the re-export entries of an export trie") {
+  Scene scene;
+  scene.add("/app/Contents/MacOS/App", &scene.image());
+  LibraryImage& inner = scene.image("@rpath/libinner.dylib");
+  exports(inner, {"_real", "_same"});
+  LibraryImage& outer = scene.image("@rpath/libouter.dylib");
+  outer.dependencies = {dependency(1, "@rpath/libinner.dylib")};  // an ordinary dependency: the trie re-exports
+  outer.exports.names.emplace("_same", Export{true, 1, ""});
+  outer.exports.names.emplace("_renamed", Export{true, 1, "_real"});
+  outer.exports.names.emplace("_dangling", Export{true, 1, "_nowhere"});
+  size_t outer_index = scene.add("/app/libouter.dylib", &outer, 0);
+  size_t inner_index = scene.add("/app/libinner.dylib", &inner, outer_index);
+  scene.process.images[outer_index].dependents = {inner_index};
+  LibraryImage& model = scene.image();
+  // Flat lookups from a two-level image, as -undefined dynamic_lookup makes them.
+  model.imports = {{"_same", macho::BIND_SPECIAL_DYLIB_FLAT_LOOKUP, false, false},
+                   {"_renamed", macho::BIND_SPECIAL_DYLIB_FLAT_LOOKUP, false, true},
+                   {"_dangling", macho::BIND_SPECIAL_DYLIB_FLAT_LOOKUP, false, false}};
+  model.exports_known = false;
+  size_t index = scene.add("<temporary directory>/model.so", &model);
+  std::vector<BindingOutcome> bindings = scene.dyld().bind(index);
+  REQUIRE(bindings.size() == 3);
+  CHECK(bindings[0].verdict == BindVerdict::Bound);
+  CHECK(bindings[0].found_in == "/app/libinner.dylib");
+  CHECK(bindings[1].verdict == BindVerdict::Bound);
+  CHECK(bindings[1].found_in == "/app/libinner.dylib");
+  CHECK(bindings[1].library == "flat namespace");
+  CHECK(bindings[2].verdict == BindVerdict::Missing);  // the re-export leads nowhere, and no image defines it
+}
+
+// A model linked -flat_namespace binds even its own exported functions through flat
+// lookups, and check --app does not read a model's exports: a flat lookup nothing
+// else answers may be the model's own definition (unchecked, never a finding). A
+// two-level model's flat lookups (-undefined dynamic_lookup) are its imports only.
+TEST_CASE("binding: a -flat_namespace model's flat lookups may be its own definitions") {
+  for (bool two_level : {false, true}) {
+    CAPTURE(two_level);
+    Scene scene;
+    scene.add("/app/Contents/MacOS/App", &scene.image());
+    LibraryImage& model = scene.image();
+    model.two_level = two_level;
+    model.exports_known = false;
+    model.imports = {{"_model_own_function", macho::BIND_SPECIAL_DYLIB_FLAT_LOOKUP, false, false}};
+    size_t index = scene.add("<temporary directory>/model.so", &model);
+    scene.process.images[index].hidden_from_flat = true;
+    std::vector<BindingOutcome> bindings = scene.dyld().bind(index);
+    REQUIRE(bindings.size() == 1);
+    CHECK(bindings[0].verdict == (two_level ? BindVerdict::Missing : BindVerdict::Unchecked));
+  }
 }
 
 TEST_CASE("binding: flat lookups in load order, the RTLD_LOCAL model hidden from others; missing libraries") {
