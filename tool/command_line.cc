@@ -314,6 +314,10 @@ CLI::App* add_check(CLI::App& app, HelpFormatter& help, Settings& settings) {
   check->add_flag("--no-contract", settings.no_contract, "read no contract file");
   check->add_option("--sarif", settings.sarif, "also write the findings as SARIF 2.1.0 to FILE (- for stdout)")
       ->type_name("FILE");
+  check->add_option("--sarif-root", settings.sarif_root,
+                    "write SARIF URIs relative to DIR (default: the top of the git work tree holding the current "
+                    "directory, else the current directory), as code scanning matches them to the repository's files")
+      ->type_name("DIR");
   add_json(check, settings);
   add_jobs(check, settings);
   add_policy(check, settings, kCheckWords);

@@ -23,6 +23,7 @@ struct Settings {
   std::string contract;          // check --contract FILE; "" looks for one beside each model
   bool no_contract = false;      // check --no-contract: none read
   std::string sarif;             // check --sarif FILE
+  std::string sarif_root;        // check --sarif-root DIR: SARIF URIs relative to it
   std::string json;  // "" no JSON, "-" stdout, else a file
   std::string help_topic;  // `machofix help COMMAND`
   unsigned jobs = std::max(1u, std::thread::hardware_concurrency());

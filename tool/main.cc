@@ -249,10 +249,10 @@ bool check_options_usable(const Settings& settings) {
 }
 
 // The findings of every file, each held to its contract; nullopt (after an error
-// message) when a contract file is malformed, or an application (--app) cannot be
-// read: a gate must not pass on a broken one.
+// message, kept in `error`) when a contract file is malformed, or an application
+// (--app) or a .ptd cannot be read: a gate must not pass on a broken one.
 std::optional<std::vector<Finding>> all_findings(const std::vector<FileReport>& reports, Contracts& contracts,
-                                                 std::vector<AppCheck>& app_checks) {
+                                                 std::vector<AppCheck>& app_checks, std::string& error_text) {
   std::vector<Finding> findings;
   Applications applications;
   ExternalData external_data;  // the .ptd files, read once for every model
@@ -264,10 +264,36 @@ std::optional<std::vector<Finding>> all_findings(const std::vector<FileReport>& 
       findings.insert(findings.end(), found.begin(), found.end());
     }
   } catch (const Error& error) {
-    spdlog::error("{}", error.describe());
+    error_text = error.describe();
+    spdlog::error("{}", error_text);
     return std::nullopt;
   }
   return findings;
+}
+
+// Every input check could not judge, for the SARIF log and the annotations: files
+// (and archive members) that failed, inputs that held no model.
+void collect_failures(const std::vector<FileReport>& reports, std::vector<InputFailure>& failures) {
+  for (const FileReport& report : reports) {
+    if (report.status == FileStatus::Failed) failures.push_back({report.path, report.error});
+    collect_failures(report.members, failures);
+  }
+}
+
+std::vector<InputFailure> input_failures(const Outcome& outcome) {
+  std::vector<InputFailure> failures;
+  collect_failures(outcome.reports, failures);
+  for (const std::string& path : outcome.without_models) failures.push_back({path, "no models found in " + path});
+  return failures;
+}
+
+// GitHub Actions turns these into error annotations, as it does a finding's.
+void annotate_failures(const std::vector<InputFailure>& failures) {
+  const char* actions = std::getenv("GITHUB_ACTIONS");
+  if (!actions || std::string(actions) != "true") return;
+  for (const InputFailure& failure : failures)
+    std::cout << "::error " << (failure.path.empty() ? "" : "file=" + failure.path + ",")
+              << "title=machofix could not check it::" << failure.error << "\n";
 }
 
 int run_check(const Settings& settings) {
@@ -278,13 +304,25 @@ int run_check(const Settings& settings) {
       contracts.for_file(settings.contract);
     } catch (const Error& error) {
       spdlog::error("{}", error.describe());
+      if (!settings.sarif.empty())
+        write_text_file(settings.sarif, sarif_document({}, {}, {{"", error.describe()}}, sarif_root(settings.sarif_root)),
+                        "SARIF report");
       return kExitError;
     }
   }
   Outcome outcome = run_all(settings, Operation::Inspect);
   std::vector<AppCheck> app_checks;
-  std::optional<std::vector<Finding>> findings = all_findings(outcome.reports, contracts, app_checks);
-  if (!findings) return kExitError;
+  std::string error_text;
+  std::optional<std::vector<Finding>> findings = all_findings(outcome.reports, contracts, app_checks, error_text);
+  std::vector<InputFailure> failures = input_failures(outcome);
+  if (!findings) failures.push_back({"", error_text});
+  if (!json_to_stdout(settings) && settings.sarif != "-") annotate_failures(failures);
+  std::string root = sarif_root(settings.sarif_root);
+  if (!findings) {
+    // Nothing was judged, and the log says so: an upload must not show a clean scan.
+    if (!settings.sarif.empty()) write_text_file(settings.sarif, sarif_document({}, contracts.used(), failures, root), "SARIF report");
+    return kExitError;
+  }
   if (!json_to_stdout(settings) && settings.sarif != "-") {
     for (const Finding& finding : *findings) std::cout << finding_line(finding) << "\n";
     if (!settings.quiet) {
@@ -298,7 +336,8 @@ int run_check(const Settings& settings) {
   }
   bool written = emit_json(settings, "check", outcome.reports, &*findings, &contracts.used(),
                            contracts.app_named() ? &app_checks : nullptr);
-  if (!settings.sarif.empty()) written &= write_text_file(settings.sarif, sarif_document(*findings, contracts.used()), "SARIF report");
+  if (!settings.sarif.empty())
+    written &= write_text_file(settings.sarif, sarif_document(*findings, contracts.used(), failures, root), "SARIF report");
   if (outcome.status(written) != kExitOk || outcome.input_without_models) return kExitError;
   bool errors = std::any_of(findings->begin(), findings->end(), [](const Finding& f) { return f.level == Level::Error; });
   return errors ? kExitFindings : kExitOk;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <regex>
 #include <sstream>
 
 #include "core/format/macho.h"
@@ -179,12 +180,23 @@ std::string summary_line(const BatchSummary& summary, bool dry_run) {
   return line.str();
 }
 
+namespace {
+
+// Content-hash keys as the docs write them, "2ae56f..._so_blob": 64 hex digits make a
+// line unreadable. JSON and SARIF keep them whole.
+std::string shortened_keys(const std::string& text) {
+  static const std::regex key("\\b([0-9a-f]{6})[0-9a-f]{58}(_[A-Za-z0-9_]*blob)\\b");
+  return std::regex_replace(text, key, "$1...$2");
+}
+
+}  // namespace
+
 std::string finding_line(const Finding& finding) {
   // A finding of the file or its program (a universal header, a delegate's weights)
   // has no blob or slice to name.
-  std::string where = finding.file + (finding.blob.empty() ? "" : ": " + finding.blob) +
+  std::string where = finding.file + (finding.blob.empty() ? "" : ": " + shortened_keys(finding.blob)) +
                       (finding.arch.empty() ? "" : ": " + finding.arch);
-  std::string message = finding_message(finding);
+  std::string message = shortened_keys(finding_message(finding));
   std::string line = where + ": " + level_name(finding.level) + ": " + message + " [" + rule_id(finding.rule) + "]";
   if (std::string repair = repair_command(finding); !repair.empty()) line += "\n  repair: " + repair;
   // GitHub Actions turns this into an annotation on the file, of the finding's level.

@@ -16,6 +16,7 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 constexpr const char* kSchema = "https://json.schemastore.org/sarif-2.1.0.json";
+constexpr const char* kInformationUri = "https://github.com/machofix/machofix";
 constexpr const char* kBase = "%SRCROOT%";
 
 // RFC 3986: everything but unreserved characters and '/' percent-encoded.
@@ -38,13 +39,13 @@ std::filesystem::path current_directory() {
   return std::filesystem::current_path(error);
 }
 
-// The file relative to the current directory (against %SRCROOT%) when it lies below
-// it, else as an absolute file: URI.
-Json artifact_location(const std::string& file) {
+// The file relative to the root (against %SRCROOT%) when it lies below it, else as an
+// absolute file: URI.
+Json artifact_location(const std::string& file, const std::string& root) {
   namespace fs = std::filesystem;
   std::error_code error;
   fs::path absolute = fs::absolute(file, error).lexically_normal();
-  fs::path relative = absolute.lexically_relative(current_directory());
+  fs::path relative = absolute.lexically_relative(fs::path(root));
   if (!error && !relative.empty() && *relative.begin() != "..")
     return {{"uri", uri_encoded(relative.generic_string())}, {"uriBaseId", kBase}};
   return {{"uri", "file://" + uri_encoded(absolute.generic_string())}};
@@ -67,9 +68,11 @@ std::string rule_name(Rule rule) {  // "unused-dependency" -> "UnusedDependency"
 Json rule_descriptor(Rule rule) {
   std::string help = rule_repair_hint(rule);
   if (rule_needs_contract(rule)) help += " (Runs only when a contract declares what the application ships.)";
+  // GitHub code scanning requires a full description (its ingestion rule GH2012).
   return {{"id", rule_id(rule)},
           {"name", rule_name(rule)},
           {"shortDescription", {{"text", rule_reason(rule)}}},
+          {"fullDescription", {{"text", std::string(rule_reason(rule)) + " Repair: " + help}}},
           {"help", {{"text", help}}},
           {"defaultConfiguration", {{"level", rule == Rule::AbsoluteRpath ? "warning" : rule == Rule::UncheckedSlice ? "note" : "error"}}}};
 }
@@ -80,8 +83,8 @@ size_t rule_index(Rule rule) {
   return 0;
 }
 
-Json location(const Finding& finding) {
-  Json physical = {{"artifactLocation", artifact_location(finding.file)}};
+Json location(const Finding& finding, const std::string& root) {
+  Json physical = {{"artifactLocation", artifact_location(finding.file, root)}};
   if (finding.offset) physical["region"] = {{"byteOffset", *finding.offset}};
   // A slice is a module; a delegate's weights belong to its method; a finding of the
   // whole file (its universal header) has no logical location.
@@ -96,7 +99,7 @@ Json location(const Finding& finding) {
   return {{"physicalLocation", physical}, {"logicalLocations", logical}};
 }
 
-Json result(const Finding& finding) {
+Json result(const Finding& finding, const std::string& root) {
   std::string repair = repair_command(finding);
   std::string message = finding_message(finding);
   Json properties = {{"blob", finding.blob},       {"arch", finding.arch},   {"dylib", finding.dylib},
@@ -132,24 +135,51 @@ Json result(const Finding& finding) {
           {"ruleIndex", rule_index(finding.rule)},
           {"level", finding.level == Level::Error ? "error" : finding.level == Level::Warning ? "warning" : "note"},
           {"message", {{"text", repair.empty() ? message : message + ". Repair: " + repair}}},
-          {"locations", Json::array({location(finding)})},
+          {"locations", Json::array({location(finding, root)})},
+          // What stays when the model is exported again: the blob's role, never its
+          // content-hash key (renewed with every export).
           {"partialFingerprints",
-           {{"machofixFinding/v1", std::string(rule_id(finding.rule)) + "|" + finding.blob + "|" + finding.arch + "|" + subject}}},
+           {{"machofixFinding/v2", std::string(rule_id(finding.rule)) + "|" + finding.blob_role + "|" + finding.arch + "|" + subject}}},
           {"properties", properties}};
 }
 
 }  // namespace
 
-std::string sarif_document(const std::vector<Finding>& findings, const std::vector<std::string>& contracts) {
+std::string sarif_root(const std::string& given) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  if (!given.empty()) return fs::absolute(given, error).lexically_normal().generic_string();
+  fs::path here = current_directory();
+  for (fs::path directory = here;; directory = directory.parent_path()) {
+    if (fs::exists(directory / ".git", error)) return directory.generic_string();
+    if (directory == directory.parent_path()) break;
+  }
+  return here.generic_string();
+}
+
+std::string sarif_document(const std::vector<Finding>& findings, const std::vector<std::string>& contracts,
+                           const std::vector<InputFailure>& failures, const std::string& root) {
   Json rules = Json::array();
   for (Rule rule : kAllRules) rules.push_back(rule_descriptor(rule));
   Json results = Json::array();
-  for (const Finding& finding : findings) results.push_back(result(finding));
+  for (const Finding& finding : findings) results.push_back(result(finding, root));
+  // Each input not checked, where code scanning shows it: the run did not succeed.
+  Json notifications = Json::array();
+  for (const InputFailure& failure : failures) {
+    Json notification = {{"level", "error"}, {"message", {{"text", failure.error}}}};
+    if (!failure.path.empty())
+      notification["locations"] = Json::array({{{"physicalLocation", {{"artifactLocation", artifact_location(failure.path, root)}}}}});
+    notifications.push_back(notification);
+  }
+  Json invocation = {{"executionSuccessful", failures.empty()}};
+  if (!notifications.empty()) invocation["toolExecutionNotifications"] = notifications;
+  invocation["properties"] = {{"contracts", contracts}};
+  std::string base = root.empty() || root.back() != '/' ? root + "/" : root;
   Json run = {
       {"tool", {{"driver", {{"name", "machofix"}, {"version", MACHOFIX_VERSION}, {"semanticVersion", MACHOFIX_VERSION},
-                            {"rules", rules}}}}},
-      {"originalUriBaseIds", {{kBase, {{"uri", "file://" + uri_encoded(current_directory().generic_string() + "/")}}}}},
-      {"invocations", Json::array({{{"executionSuccessful", true}, {"properties", {{"contracts", contracts}}}}})},
+                            {"informationUri", kInformationUri}, {"rules", rules}}}}},
+      {"originalUriBaseIds", {{kBase, {{"uri", "file://" + uri_encoded(base)}}}}},
+      {"invocations", Json::array({invocation})},
       {"results", results}};
   Json document = {{"$schema", kSchema}, {"version", "2.1.0"}, {"runs", Json::array({run})}};
   // Install and symbol names are arbitrary bytes: invalid UTF-8 is replaced, never a throw.

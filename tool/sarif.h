@@ -1,8 +1,10 @@
 // `check --sarif FILE`: the findings as SARIF 2.1.0, the format code-scanning
 // services (GitHub, GitLab, Azure DevOps) read. One run; the tool's driver lists
 // every rule (id, reason, repair); each result names its rule, the file (relative to
-// the current directory, against the %SRCROOT% base, where it lies below it), the
-// load command's byte offset where known, and the blob and slice as a logical location.
+// the root, against the %SRCROOT% base, where it lies below it), the load command's
+// byte offset where known, and the blob and slice as a logical location. Every input
+// that could not be checked is a tool execution notification, and the run is then
+// not successful: an upload of a failed run never shows a clean scan.
 #pragma once
 
 #include <string>
@@ -12,6 +14,17 @@
 
 namespace machofix::cli {
 
-std::string sarif_document(const std::vector<Finding>& findings, const std::vector<std::string>& contracts);
+// An input check could not judge: the path and why.
+struct InputFailure {
+  std::string path;
+  std::string error;
+};
+
+// The root URIs are relative to (%SRCROOT%): --sarif-root, else the top of the git
+// work tree holding the current directory, else the current directory.
+std::string sarif_root(const std::string& given);
+
+std::string sarif_document(const std::vector<Finding>& findings, const std::vector<std::string>& contracts,
+                           const std::vector<InputFailure>& failures, const std::string& root);
 
 }  // namespace machofix::cli

@@ -243,7 +243,7 @@ bool Dyld::try_candidate(const Candidate& candidate, size_t requester, Found& fo
       found.system_assumed = true;
       return true;
     }
-    found.tried.push_back({path, system ? "no such file, not checked: no --sysroot" : "no such file"});
+    found.tried.push_back({path, system ? "not looked up (no --sysroot), so not taken as present" : "no such file"});
     return false;
   }
   std::string local = lexically_normal(roots_.sysroot + path);

@@ -3,6 +3,7 @@
 #include <fnmatch.h>
 
 #include <algorithm>
+#include <cctype>
 #include <iterator>
 #include <map>
 #include <set>
@@ -334,6 +335,24 @@ std::string join(const std::vector<std::string>& items) {
   return out;
 }
 
+// A content-hash key without its hash: "<64 hex digits>_so_blob" -> "so_blob".
+std::string without_content_hash(const std::string& key) {
+  bool hashed = key.size() > 65 && key[64] == '_' &&
+                std::all_of(key.begin(), key.begin() + 64, [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
+  return hashed ? key.substr(65) : key;
+}
+
+// What stays of a blob when the model is exported again: the methods whose delegates
+// load it, and its keys without their content hash.
+std::string blob_role(const PteReport& pte, const BlobReport& blob) {
+  std::vector<std::string> methods, keys;
+  for (const DelegateReport& delegate : pte.delegates)
+    if (delegate.aoti && std::find(blob.keys.begin(), blob.keys.end(), delegate.aoti->so_key) != blob.keys.end())
+      methods.push_back(delegate.method);
+  for (const std::string& key : blob.keys) keys.push_back(without_content_hash(key));
+  return (methods.empty() ? "" : join(methods) + "/") + join(keys);
+}
+
 }  // namespace
 
 const char* rule_id(Rule rule) {
@@ -426,13 +445,18 @@ std::vector<Finding> findings_before_levels(const FileReport& report, const Chec
   CheckRun run{options, applications, app_checks, external_data, findings};
   if (report.macho) check_macho(*report.macho, report.path, "", run);
   if (report.pte) {
-    for (const BlobReport& blob : report.pte->blobs) check_macho(blob.macho, report.path, join(blob.keys), run);
+    for (const BlobReport& blob : report.pte->blobs) {
+      size_t first = findings.size();
+      check_macho(blob.macho, report.path, join(blob.keys), run);
+      for (size_t index = first; index < findings.size(); ++index) findings[index].blob_role = blob_role(*report.pte, blob);
+    }
     check_weights(*report.pte, report.path, run);
   }
   for (const FileReport& member : report.members) {
     size_t member_checks_at = app_checks ? app_checks->size() : 0;
     for (Finding finding : findings_before_levels(member, options, applications, app_checks, external_data)) {
       finding.blob = finding.blob.empty() ? member.path : member.path + ": " + finding.blob;
+      finding.blob_role = finding.blob_role.empty() ? member.path : member.path + ": " + finding.blob_role;
       finding.file = report.path;
       finding.member = member.path;
       finding.member_offset = finding.offset;  // an offset in the member, not in the archive

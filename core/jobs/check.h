@@ -138,6 +138,9 @@ struct CheckOptions {
 struct Finding {
   std::string file;
   std::string blob;  // named-data key(s) in a .pte/.ptd, member name in an archive; else empty
+  // The blob as it stays when the model is exported again (SARIF's fingerprint): its
+  // methods and its key without the content hash ("forward/so_blob").
+  std::string blob_role;
   std::string arch;
   Rule rule = Rule::UnusedDependency;
   std::string dylib;       // the dependency's install name (dependency rules)

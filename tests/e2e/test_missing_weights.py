@@ -89,6 +89,9 @@ def main():
     expect("absent, no .ptd: exit 0 with a warning", code == 0 and [f["level"] for f in found] == ["warning"], done.stdout)
     expect("absent, no .ptd: the key named, ending _weights_blob", key.endswith("_weights_blob") and len(key) == 64 + 13, key)
     expect("absent, no .ptd: the repair says --ptd", found and "--ptd" in found[0]["repair"], found)
+    text = run(machofix, "check", "--no-contract", models["absent"]).stdout
+    expect("the text shortens the content-hash key as the docs do (the JSON keeps it whole)",
+           key and f"'{key[:6]}..._weights_blob'" in text and key not in text, text)
     code, found, _ = weights_findings(machofix, models["absent"], "--warnings-as-errors")
     expect("absent, --warnings-as-errors: exit 1", code == 1 and [f["level"] for f in found] == ["error"], found)
     code, found, _ = weights_findings(machofix, models["absent"], "--ptd", ptd)
@@ -123,7 +126,7 @@ def main():
     levels = sorted((Path(r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]).name, r["level"])
                     for r in results if r["ruleId"] == "missing-weights")
     expect("SARIF: the levels", levels == [("absent.pte", "warning"), ("empty-key.pte", "error")], levels)
-    prints = [r["partialFingerprints"]["machofixFinding/v1"] for r in results if r["ruleId"] == "missing-weights"]
+    prints = [r["partialFingerprints"]["machofixFinding/v2"] for r in results if r["ruleId"] == "missing-weights"]
     expect("SARIF: fingerprints name the method, not the content-hash key",
            prints and all("forward" in p and "_weights_blob" not in p for p in prints), prints)
     logical = [r["locations"][0].get("logicalLocations", [{}])[0] for r in results if r["ruleId"] == "missing-weights"]

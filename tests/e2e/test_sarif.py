@@ -14,6 +14,12 @@ one), thin, universal and inside a .pte: the document validates; the driver list
 rule with its reason and repair; each result equals a --json finding (rule, message,
 file relative to the current directory, byte offset of the load command, blob and
 slice, repair); no finding, no result; --sarif - on stdout; a file it cannot write: exit 2.
+URIs are relative to the root (--sarif-root; by default the top of the git work tree,
+absolute inputs and runs from a subdirectory included); an input that cannot be
+checked makes the run unsuccessful, with a notification naming it (and an ::error
+annotation under GitHub Actions); fingerprints do not change when a model is exported
+again (its content-hash key does). Microsoft's SARIF multitool, with GitHub's
+ingestion rules, validates every log written here: no error, no warning.
 Usage: test_sarif.py MACHOFIX PTE_WRITER FIXTURE_DIR WORK_DIR
 """
 import hashlib
@@ -41,6 +47,7 @@ from fetch_corpus import classify_npm_failure  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "support"))
 from relative_name import dylib_with_relative_dependency  # noqa: E402
 from tamper import tamper_text, with_i386_slice, writable_text  # noqa: E402
+import sarif_multitool  # noqa: E402
 
 SCHEMA_PACKAGE = "@microsoft/jest-sarif@1.0.0-beta.0"
 SCHEMA_INTEGRITY = ("sha512-A1fOhPd6Ic5iDk4F9YPw1qNB4XF+7+IviR7xl8r2F6QzQkx5cpY9LsGk2rExiFIEcBbjpVnSmwWGBukASkiQ9A==")
@@ -102,6 +109,20 @@ def run(*args, cwd=None):
     return subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=120, cwd=cwd)
 
 
+LOGS = []  # every SARIF file written, for the multitool
+
+
+def keep_log(path):
+    kept = os.path.join(os.path.dirname(path), f"log-{len(LOGS)}.sarif")
+    shutil.copyfile(path, kept)
+    LOGS.append(kept)
+
+
+def keep_text(work, text):
+    path = write(os.path.join(work, "logs", f"stdout-{len(LOGS)}.sarif"), text)
+    LOGS.append(path)
+
+
 def write(path, text):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as handle:
@@ -112,7 +133,8 @@ def write(path, text):
 def both_reports(machofix, work, inputs, *options):
     """(exit status, SARIF document, --json findings) of one check run, from `work`."""
     sarif = os.path.join(work, "out.sarif")
-    result = run(machofix, "check", "--json", "-", "--sarif", sarif, *options, "--", *inputs, cwd=work)
+    result = run(machofix, "check", "--json", "-", "--sarif", sarif, "--sarif-root", work, *options, "--", *inputs, cwd=work)
+    keep_log(sarif)
     with open(sarif) as handle:
         document = json.load(handle)
     return result.returncode, document, json.loads(result.stdout)["findings"]
@@ -184,6 +206,105 @@ def odd_names(machofix, fixtures, work, validator):
                    and re.fullmatch(r"([^%]|%[0-9A-F]{2})*", loc["uri"]) for loc in locations + [{"uri": base}]),
                f"odd file names {label}: the URIs are RFC 3986 (no space, no '#', every '%' an escape)",
                json.dumps(locations)[:400])
+
+
+def repository_root(machofix, fixtures, work, validator):
+    """By default URIs are relative to the top of the git work tree: from a
+    subdirectory, and for absolute inputs, as CI scripts pass them."""
+    repo = os.path.join(work, "repo")
+    sub = os.path.join(repo, "models", "sub")
+    os.makedirs(sub)
+    subprocess.run(["git", "init", "-q", repo], check=True)
+    model = os.path.join(sub, "model.dylib")
+    shutil.copyfile(os.path.join(fixtures, "aoti_metal_arm64_chained.in"), model)
+    for cwd, given, label in ((sub, "model.dylib", "from a subdirectory"), (sub, model, "an absolute input"),
+                              (repo, model, "an absolute input from the top")):
+        result = run(machofix, "check", "--no-contract", "--sarif", "-", given, cwd=cwd)
+        document = json.loads(result.stdout) if result.stdout.startswith("{") else {}
+        run_ = document.get("runs", [{}])[0]
+        base = run_.get("originalUriBaseIds", {}).get("%SRCROOT%", {}).get("uri")
+        uris = {r["locations"][0]["physicalLocation"]["artifactLocation"].get("uri") for r in run_.get("results", [])}
+        expect(base == f"file://{repo}/" and uris == {"models/sub/model.dylib"},
+               f"the git work tree's top is the root, {label}", f"{base} {uris}")
+        keep_text(work, result.stdout)
+
+
+def unchecked_inputs(machofix, fixtures, work, validator):
+    """An input check could not judge is in the log: the run failed, a notification
+    names it; under GitHub Actions an ::error annotation too."""
+    directory = os.path.join(work, "unchecked")
+    os.makedirs(directory)
+    good = os.path.join(directory, "good.dylib")
+    shutil.copyfile(os.path.join(fixtures, "contract_clean_arm64_chained.in"), good)
+    write(os.path.join(directory, "empty.pte"), "")
+    sarif = os.path.join(directory, "out.sarif")
+    env = dict(os.environ, GITHUB_ACTIONS="true")
+    result = subprocess.run([machofix, "check", "--no-contract", "--sarif", sarif, "--sarif-root", directory,
+                             good, os.path.join(directory, "empty.pte"), os.path.join(directory, "nosuch.dylib")],
+                            capture_output=True, text=True, env=env, cwd=directory)
+    document = json.load(open(sarif)) if os.path.exists(sarif) else {}
+    invocation = document.get("runs", [{}])[0].get("invocations", [{}])[0]
+    named = sorted(n["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+                   for n in invocation.get("toolExecutionNotifications", []))
+    expect(result.returncode == 2 and invocation.get("executionSuccessful") is False
+           and named == ["empty.pte", "nosuch.dylib"] and not list(validator.iter_errors(document)),
+           "inputs not checked: executionSuccessful false, a notification naming each", json.dumps(invocation)[:500])
+    expect("::error file=" + os.path.join(directory, "empty.pte") in result.stdout
+           and "::error file=" + os.path.join(directory, "nosuch.dylib") in result.stdout,
+           "inputs not checked: an ::error annotation for each under GitHub Actions", result.stdout[-500:])
+    keep_log(sarif)
+    nothing = os.path.join(directory, "nothing.sarif")
+    result = run(machofix, "check", "--sarif", nothing, os.path.join(directory, "nosuchdir"), cwd=directory)
+    document = json.load(open(nothing)) if os.path.exists(nothing) else {}
+    invocation = document.get("runs", [{}])[0].get("invocations", [{}])[0]
+    expect(result.returncode == 2 and invocation.get("executionSuccessful") is False
+           and invocation.get("toolExecutionNotifications"), "a run that checked nothing: not successful",
+           json.dumps(document)[:300])
+    bad_contract = write(os.path.join(directory, "bad.toml"), "providd = 1\n")
+    contract_log = os.path.join(directory, "contract.sarif")
+    result = run(machofix, "check", "--sarif", contract_log, "--contract", bad_contract, good, cwd=directory)
+    document = json.load(open(contract_log)) if os.path.exists(contract_log) else {}
+    invocation = document.get("runs", [{}])[0].get("invocations", [{}])[0]
+    expect(result.returncode == 2 and invocation.get("executionSuccessful") is False and
+           "providd" in json.dumps(invocation.get("toolExecutionNotifications")),
+           "a malformed contract: a log that says so, not none", json.dumps(document)[:300])
+    for path in (nothing, contract_log):
+        if os.path.exists(path):
+            keep_log(path)
+
+
+def fingerprints_across_exports(machofix, pte_writer, fixtures, work):
+    """The same .so exported twice with other bytes (so another content-hash key): its
+    findings keep their fingerprints."""
+    directory = os.path.join(work, "exports")
+    os.makedirs(directory)
+    so = os.path.join(fixtures, "aoti_metal_arm64_chained.in")
+    other = os.path.join(directory, "other.so")
+    subprocess.run([machofix, "edit", so, "-o", other, "--add-rpath", "@loader_path/x"], check=True, capture_output=True)
+    prints = []
+    for index, source in enumerate((so, other)):
+        model = os.path.join(directory, "model.pte")
+        subprocess.run([pte_writer, "wrap", source, model, "hash"], check=True)
+        result = run(machofix, "check", "--no-contract", "--sarif", "-", model, cwd=directory)
+        document = json.loads(result.stdout) if result.stdout.startswith("{") else {}
+        results = document.get("runs", [{}])[0].get("results", [])
+        prints.append(sorted((r["ruleId"], r["partialFingerprints"]["machofixFinding/v2"]) for r in results))
+        keys = {r["properties"]["blob"] for r in results}
+        expect(all(k.endswith("_so_blob") and len(k) == 64 + 8 for k in keys), f"export {index}: the blob is a content-hash key",
+               keys)
+    expect(prints[0] and prints[0] == prints[1], "fingerprints stay when the model is exported again", prints)
+    expect(all("|forward/so_blob|" in p and not re.search(r"[0-9a-f]{64}", p) for _, p in prints[0]),
+           "fingerprints name the blob's role (method/so_blob), not its key", prints[0])
+
+
+def multitool(work):
+    os.makedirs(os.path.join(work, "logs"), exist_ok=True)
+    found = sarif_multitool.validate(LOGS, os.path.join(work, "logs"))
+    if found is None:
+        return
+    serious = [f for f in found if f[0] in ("error", "warning")]
+    expect(LOGS and not serious, f"Microsoft's SARIF multitool (GitHub's rules too): no error or warning in {len(LOGS)} logs",
+           "\n".join(f"{level} {rule} {os.path.basename(path)}: {text}" for level, rule, path, text in serious[:10]))
 
 
 def main(argv):
@@ -291,15 +412,22 @@ def main(argv):
     expect(outside.returncode == 1 and uris and all(u.get("uriBaseId") == "%SRCROOT%" and not u["uri"].startswith("/")
                                                     for u in uris) and not list(validator.iter_errors(document)),
            "--sarif - writes the document to stdout (no text report mixed in)", outside.stdout[:300])
-    elsewhere = run(machofix, "check", "--sarif", "-", "--contract", os.path.join(models, "machofix.toml"),
-                    os.path.join(models, "contract_rpaths_arm64_chained.in"), cwd=fixtures)
+    keep_text(work, outside.stdout)
+    elsewhere = run(machofix, "check", "--sarif", "-", "--sarif-root", fixtures, "--contract",
+                    os.path.join(models, "machofix.toml"), os.path.join(models, "contract_rpaths_arm64_chained.in"),
+                    cwd=fixtures)
     document = json.loads(elsewhere.stdout) if elsewhere.stdout.startswith("{") else {}
     uris = [r["locations"][0]["physicalLocation"]["artifactLocation"] for r in document.get("runs", [{}])[0].get(
         "results", [])]
     expect(uris and all(u["uri"] == "file://" + os.path.join(models, "contract_rpaths_arm64_chained.in")
                         and "uriBaseId" not in u for u in uris),
-           "a file outside the current directory: an absolute file: URI", json.dumps(uris)[:300])
+           "a file outside the root: an absolute file: URI", json.dumps(uris)[:300])
+    keep_text(work, elsewhere.stdout)
     odd_names(machofix, fixtures, work, validator)
+    repository_root(machofix, fixtures, work, validator)
+    unchecked_inputs(machofix, fixtures, work, validator)
+    fingerprints_across_exports(machofix, pte_writer, fixtures, work)
+    multitool(work)
     both = run(machofix, "check", "--sarif", "-", "--json", "-", os.path.join(models, "all_used_arm64_chained.in"))
     expect(both.returncode == 2 and both.stdout == "", "--sarif - with --json -: refused, exit 2", both.stderr)
     unwritable = run(machofix, "check", "--sarif", os.path.join(work, "no", "such", "dir", "out.sarif"),
