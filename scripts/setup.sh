@@ -47,6 +47,9 @@ debian_packages=(
   # the second test tier fetches pinned npm packages over HTTPS (openssl: the
   # offline tests of that fetch make their own certificate authority)
   ca-certificates openssl
+  # the pieces for CI run for real (tests/ci/): the pre-commit hook by pre-commit in a
+  # scratch git repository, the GitHub Action's steps as action.yml (YAML) lists them
+  pre-commit python3-yaml git curl
 )
 # Any npm on the PATH will do (Debian's conflicts with other Node.js distributions).
 command -v npm >/dev/null || debian_packages+=(npm)

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 command -v brew >/dev/null || { echo "setup: macOS needs Homebrew (https://brew.sh) for machofix's packages" >&2; exit 1; }
 
 formulae=(cmake ninja pkgconf cli11 spdlog fmt doctest flatbuffers tomlplusplus nlohmann-json yaml-cpp libplist
-  libarchive llvm@16)
+  libarchive llvm@16 pre-commit)
 missing=()
 for formula in "${formulae[@]}"; do
   brew list --versions "$formula" >/dev/null 2>&1 || missing+=("$formula")
