@@ -12,6 +12,7 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "core/jobs/batch.h"
 #include "core/jobs/check.h"
@@ -19,6 +20,7 @@
 #include "core/base/error.h"
 #include "core/io/file_io.h"
 #include "core/jobs/job.h"
+#include "core/rewrite/prune.h"
 #include "tool/command_line.h"
 #include "tool/main.h"
 #include "tool/progress.h"
@@ -85,6 +87,43 @@ std::vector<std::string> print_inputs_without_models(const BatchPlan& plan, cons
   return paths;
 }
 
+// Every dependency's install name in the files read (blobs and archive members too).
+void collect_install_names(const std::vector<FileReport>& reports, std::set<std::string>& names) {
+  auto add = [&](const MachOReport& macho) {
+    for (const SliceReport& slice : macho.slices)
+      for (const DylibReport& dylib : slice.dylibs) names.insert(dylib.install_name);
+  };
+  for (const FileReport& report : reports) {
+    if (report.macho) add(*report.macho);
+    if (report.pte)
+      for (const BlobReport& blob : report.pte->blobs) add(blob.macho);
+    collect_install_names(report.members, names);
+  }
+}
+
+// A selection that selects nothing says so: `--only libomp` matches no install name
+// (it is matched whole, or against the last component: libomp.dylib), and the run
+// would otherwise report "unchanged" as if there were nothing to do.
+void warn_unmatched_globs(const Settings& settings, const std::vector<FileReport>& reports) {
+  std::set<std::string> names;
+  collect_install_names(reports, names);
+  if (names.empty()) return;
+  auto warn = [&](const char* option, const std::vector<std::string>& globs) {
+    for (const std::string& glob : globs) {
+      if (std::any_of(names.begin(), names.end(), [&](const std::string& name) { return install_name_matches(glob, name); }))
+        continue;
+      std::string hint;
+      for (const std::string& name : names)
+        if (hint.empty() && name.find(glob) != std::string::npos) hint = " ('*" + glob + "*' would match " + name + ")";
+      spdlog::warn("{} '{}' matches no dependency of the files read: a glob is matched against the whole install name "
+                   "and its last component{}", option, glob, hint);
+    }
+  };
+  warn("--only", settings.job.repair.prune.only);
+  warn("--keep", settings.job.repair.prune.keep);
+  warn("--forbid", settings.check.forbidden);
+}
+
 Outcome run_all(const Settings& settings, Operation operation) {
   BatchPlan plan = plan_batch(settings.paths, settings.job.output, settings.job.in_place);
   ProgressBar bar(!settings.quiet, progress_mode(std::getenv("MACHOFIX_PROGRESS")), plan.items.size(), plan.total_size());
@@ -96,6 +135,7 @@ Outcome run_all(const Settings& settings, Operation operation) {
   outcome.reports = run_batch(plan, operation, settings.job, settings.jobs, progress);
   bar.finish();
   print_problems(outcome.reports);
+  warn_unmatched_globs(settings, outcome.reports);
   outcome.without_models = print_inputs_without_models(plan, outcome.reports);
   outcome.input_without_models = !outcome.without_models.empty();
   return outcome;

@@ -17,8 +17,8 @@ const char* rule_reason(Rule rule) {
       return "An LC_RPATH that is absolute (or relative to the current directory) names a directory of the build "
              "machine: dyld searches it on users' machines too.";
     case Rule::DuplicateRpath:
-      return "An LC_RPATH that repeats an earlier one (a trailing slash aside): dyld of macOS 15 and later refuses to load "
-             "the image (\"duplicate LC_RPATH\").";
+      return "An LC_RPATH that repeats an earlier one byte for byte, in an image built with an SDK older than macOS 15.4: "
+             "dyld still loads it, but the same file rebuilt with a newer SDK is refused (\"duplicate LC_RPATH\").";
     case Rule::UnprovidedDependency:
       return "An @rpath/, @loader_path/ or @executable_path/ dependency the contract does not say the application provides.";
     case Rule::WeakRequiredDependency:
@@ -65,7 +65,7 @@ const char* rule_repair_hint(Rule rule) {
              "allowed_rpaths.";
     case Rule::DuplicateRpath:
       return "machofix edit FILE --in-place --delete-rpath PATH --add-rpath PATH keeps one copy (the last in the "
-             "search order); a repeat spelled with a trailing slash goes with --delete-rpath alone.";
+             "search order).";
     case Rule::UnprovidedDependency:
       return "Ship the library and declare it in the contract's `provided` (or --provided), or link without it.";
     case Rule::WeakRequiredDependency: return "Link the library normally (without -weak_library / -weak-l).";
@@ -82,7 +82,9 @@ const char* rule_repair_hint(Rule rule) {
     case Rule::InvalidSignature:
       return "machofix sign --in-place (--resign-invalid for a signature that does not verify) signs it again ad hoc; "
              "an identity signature must be made again with its key (codesign -f -s IDENTITY).";
-    case Rule::LoaderRule: return "Link the file again: no edit makes a broken layout valid.";
+    case Rule::LoaderRule:
+      return "Link the file again: no edit makes a broken layout valid. A repeated LC_RPATH (rpath-duplicate) is the "
+             "exception: machofix edit FILE --in-place --delete-rpath PATH --add-rpath PATH.";
     case Rule::UncheckedSlice: return "None needed where no Mac runs it (macOS 10.15 and later run no 32-bit code); lipo -remove drops it.";
     case Rule::RelativeInstallName:
       return "machofix edit FILE --in-place --change NAME @rpath/NAME, and ship NAME where an LC_RPATH points.";
@@ -201,7 +203,8 @@ std::string finding_message(const Finding& finding) {
              (finding.rpath[0] == '/' ? " is an absolute path" : " is relative to the current directory") +
              " of the build machine, outside the system, allow_prefix and allowed_rpaths";
     case Rule::DuplicateRpath:
-      return "LC_RPATH " + finding.rpath + " repeats an earlier LC_RPATH of the slice, which dyld of macOS 15 and later refuses";
+      return "LC_RPATH " + finding.rpath + " repeats an earlier LC_RPATH of the slice; dyld refuses that in images built "
+             "with the macOS 15.4 SDK or later";
     case Rule::UnprovidedDependency:
       return dependency_phrase(finding) + ", which the contract does not list as provided by the application";
     case Rule::WeakRequiredDependency:
@@ -254,11 +257,8 @@ std::string repair_command(const Finding& finding) {
       return "machofix edit " + file + " --in-place --change " + shell_quoted(finding.dylib) + " " +
              shell_quoted("@rpath/" + last_path_component(finding.dylib));
     case Rule::DuplicateRpath:
-      // --delete-rpath removes every copy spelled so (as install_name_tool's does): a
-      // repeat spelled differently (a trailing slash) goes alone, the same spelling
-      // comes back once.
-      if (finding.repeats != finding.rpath)
-        return "machofix edit " + file + " --in-place --delete-rpath " + shell_quoted(finding.rpath);
+      // --delete-rpath removes every copy (as install_name_tool's does); one comes back,
+      // last in the search order.
       return "machofix edit " + file + " --in-place --delete-rpath " + shell_quoted(finding.rpath) + " --add-rpath " +
              shell_quoted(finding.rpath);
     case Rule::ForbiddenDependency:
@@ -278,6 +278,11 @@ std::string repair_command(const Finding& finding) {
     case Rule::ArchMissing:
     case Rule::SymbolNotFound:
     case Rule::LoaderRule:
+      // A repeated rpath is the one loader rule an edit repairs.
+      if (finding.loader_rule == "rpath-duplicate" && !finding.rpath.empty())
+        return "machofix edit " + file + " --in-place --delete-rpath " + shell_quoted(finding.rpath) + " --add-rpath " +
+               shell_quoted(finding.rpath);
+      return "";
     case Rule::UncheckedSlice: return "";
     case Rule::MissingWeights:
       return finding.expected_from_ptd ? "machofix check " + file + " --ptd WEIGHTS.ptd" : "";

@@ -140,7 +140,9 @@ std::vector<Dyld::Candidate> Dyld::rpath_candidates(const std::string& tail, siz
   return paths;
 }
 
-bool Dyld::local(const std::string& path) const { return starts_with(path, roots_.app + "/"); }
+// The application's directory itself too: a library directory's stand-in executable has it as
+// its LC_RPATH.
+bool Dyld::local(const std::string& path) const { return path == roots_.app || starts_with(path, roots_.app + "/"); }
 
 // forEachPathVariant: the path itself (its @ forms expanded), then the default
 // fallbacks by leaf name or framework partial path for an image that gets them.

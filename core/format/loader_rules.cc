@@ -45,6 +45,8 @@ const std::vector<LoaderRule>& loader_rules() {
       {"dylib-id", "a dylib has LC_ID_DYLIB; nothing else has one", "MachOAnalyzer::validEmbeddedPaths"},
       {"dylib-linked", "at least one dependent dylib (recent SDKs)", "MachOAnalyzer::validEmbeddedPaths"},
       {"dylib-duplicate", "no dependent dylib path twice (fall 2024 SDKs)", "mach_o::Header::validSemanticsLinkedDylibs"},
+      {"rpath-duplicate", "no LC_RPATH path twice, compared byte for byte (spring 2025 SDKs: macOS 15.4, iOS 18.4)",
+       "mach_o::Header::validSemanticsRPath, mach_o::Policy::enforceNoDuplicateRPaths"},
       {"exec-dynamic", "an executable has LC_LOAD_DYLINKER", "MachOAnalyzer::validMachOForArchAndPlatform"},
       {"main-entry", "an executable has one LC_MAIN or LC_UNIXTHREAD, pointing at code", "MachOAnalyzer::validMain"},
       {"dylib-ordinal", "every library ordinal names a dependent dylib or a special ordinal", "MachOAnalyzer::invalidBindState, validChainedFixupsInfo, MachOLoaded::findExportedSymbol"},
@@ -164,6 +166,22 @@ uint32_t release_year(const Platform& platform) {
   return 0;
 }
 
+// mach_o::Platform::Epoch of an SDK, ordered: fall of a year is its major release,
+// spring (x.4, macOS 11-13 and bridgeOS up to 8: x.3) the next calendar year's first
+// half, so fall 2024 < spring 2025 < fall 2025 (PlatformInfo::yearForMajorVersion).
+uint32_t sdk_epoch(const Platform& platform) {
+  uint32_t major = platform.sdk >> 16, minor = (platform.sdk >> 8) & 0xff;
+  uint32_t year = release_year(platform);
+  uint32_t spring_minor = 4;
+  if (platform.platform == PLATFORM_MACOS && major <= 13) spring_minor = 3;
+  if (platform.platform == PLATFORM_BRIDGEOS && major <= 8) spring_minor = 3;
+  if ((platform.platform == PLATFORM_VISIONOS || platform.platform == PLATFORM_VISIONOSSIMULATOR) && major == 1) spring_minor = 1;
+  bool spring = !(platform.platform == PLATFORM_MACOS && major < 11) && minor >= spring_minor;
+  return spring ? 2 * (year + 1) : 2 * year + 1;
+}
+
+constexpr uint32_t kSpring2025 = 2 * 2025;
+
 }  // namespace
 
 bool Check::enforced(Gate gate) const {
@@ -174,7 +192,10 @@ bool Check::enforced(Gate gate) const {
   if (list.empty() && cputype == macho::CPU_TYPE_X86_64) list.push_back({PLATFORM_MACOS, version(10, 5), version(10, 5)});
   if (list.empty() && cputype == macho::CPU_TYPE_ARM64) list.push_back({PLATFORM_MACOS, version(11), version(11)});
   for (const Platform& platform : list) {
-    if (gate == Gate::NoDuplicateDylibs ? release_year(platform) >= 2024 : dyld3_enforces(gate, platform)) return true;
+    if (gate == Gate::NoDuplicateDylibs ? release_year(platform) >= 2024
+        : gate == Gate::NoDuplicateRPaths ? sdk_epoch(platform) >= kSpring2025
+                                          : dyld3_enforces(gate, platform))
+      return true;
   }
   return false;
 }

@@ -34,6 +34,7 @@ enum class Gate {
   NoLinkedDylibs,          // Malformed::noLinkedDylibs
   NoUUID,                  // Malformed::noUUID
   NoDuplicateDylibs,       // mach_o::Policy::enforceNoDuplicateDylibs (fall 2024 SDKs)
+  NoDuplicateRPaths,       // mach_o::Policy::enforceNoDuplicateRPaths (spring 2025 SDKs: macOS 15.4, iOS 18.4)
 };
 
 struct Platform {

@@ -1,8 +1,10 @@
 // Loader rules on what the load commands say: install name and dependencies
 // (dyld3 MachOAnalyzer::validEmbeddedPaths, mach_o::Header::validSemanticsLinkedDylibs),
 // the entry point of an executable (validMain), LC_UUID (validLinkedit).
+#include <algorithm>
 #include <cstring>
 #include <set>
+#include <vector>
 
 #include "core/base/error.h"
 #include "core/format/loader_rules_internal.h"
@@ -61,6 +63,22 @@ void check_dependencies(Check& check) {
     check.add("dylib-linked", kCommandsField, "missing LC_LOAD_DYLIB (must link with at least libSystem.dylib)");
 }
 
+// dyld compares each LC_RPATH with the ones before it by strcmp (a trailing slash
+// makes another path), and remembers only the first 64.
+void check_rpaths(Check& check) {
+  if (!check.enforced(Gate::NoDuplicateRPaths)) return;
+  std::vector<std::string> seen;
+  for (const Command* command : check.all(LC_RPATH)) {
+    std::optional<std::string> path = path_of(check, *command);
+    if (!path) continue;
+    if (std::find(seen.begin(), seen.end(), *path) != seen.end()) {
+      check.add("rpath-duplicate", command->offset, "duplicate LC_RPATH '" + *path + "'");
+      return;  // dyld stops at the first
+    }
+    if (seen.size() < 64) seen.push_back(*path);
+  }
+}
+
 // The entry address an LC_UNIXTHREAD sets (dyld3 MachOFile::entryAddrFromThreadCmd), or 0.
 uint64_t thread_entry(const Check& check, const Command& command) {
   uint64_t pc_register = check.cputype == CPU_TYPE_X86_64 ? 16 : check.cputype == CPU_TYPE_ARM64 ? 32 : UINT64_MAX;
@@ -114,6 +132,7 @@ void check_semantics(Check& check) {
   if (!check.first(LC_UUID) && check.enforced(Gate::NoUUID)) check.add("uuid-present", kCommandsField, "missing LC_UUID");
   check_install_name(check);
   check_dependencies(check);
+  check_rpaths(check);
   check_entry(check);
 }
 

@@ -436,6 +436,11 @@ PteReport inspect_pte(const Bytes& file, const RepairOptions& options) {
       entry.macho = inspect_macho(blob, blob_options(container, index, options));
     } catch (Error& error) {
       entry.error = error.in_part(blob_part(container, index)).describe();
+      // What dyld refuses in it stays known, for verify and check to fail it.
+      try {
+        entry.macho.loader_rules = check_image_rules(blob);
+      } catch (const Error&) {
+      }
     }
     report.blobs.push_back(std::move(entry));
   }

@@ -120,22 +120,22 @@ void check_dylib(SliceContext& context, const DylibReport& dylib, const CheckOpt
     context.add(Rule::ForbiddenDependency, dylib).glob = *glob;
 }
 
-// dyld (macOS 15 on) compares rpaths with a trailing slash ignored: "@loader_path"
-// and "@loader_path/" are duplicates.
-std::string without_trailing_slash(std::string path) {
-  while (path.size() > 1 && path.back() == '/') path.pop_back();
-  return path;
+bool breaks_loader_rule(const SliceReport& slice, const char* rule, uint64_t offset) {
+  return std::any_of(slice.loader_rules.begin(), slice.loader_rules.end(),
+                     [&](const RuleViolation& violation) { return violation.rule == rule && violation.offset == offset; });
 }
 
+// A repeated LC_RPATH, as dyld compares them (strcmp: a trailing slash makes another
+// path). Where dyld refuses the image for it (its SDK's epoch: the loader rule
+// rpath-duplicate), that finding says so; under an older SDK the contract's does.
 void check_rpaths(SliceContext& context, const CheckOptions& options) {
-  std::map<std::string, std::string> first_spelling;  // by the path without a trailing slash
+  std::set<std::string> seen;
   for (const RpathReport& rpath : context.slice.rpaths) {
     if (machine_rpath(rpath.path, options)) context.add(Rule::AbsoluteRpath, rpath.command_offset).rpath = rpath.path;
-    auto [earlier, first] = first_spelling.emplace(without_trailing_slash(rpath.path), rpath.path);
-    if (first) continue;
+    if (seen.insert(rpath.path).second || breaks_loader_rule(context.slice, "rpath-duplicate", rpath.command_offset)) continue;
     Finding& finding = context.add(Rule::DuplicateRpath, rpath.command_offset);
     finding.rpath = rpath.path;
-    finding.repeats = earlier->second;
+    finding.repeats = rpath.path;
   }
 }
 
@@ -287,6 +287,9 @@ void check_verifiable(SliceContext& context) {
     Finding& finding = context.add(Rule::LoaderRule, violation.offset);
     finding.problem = violation.message;
     finding.loader_rule = violation.rule;
+    // The one loader rule an edit repairs: its rpath, for the repair command.
+    for (const RpathReport& rpath : slice.rpaths)
+      if (violation.rule == "rpath-duplicate" && rpath.command_offset == violation.offset) finding.rpath = rpath.path;
   }
 }
 
@@ -333,6 +336,17 @@ std::string join(const std::vector<std::string>& items) {
   std::string out;
   for (const std::string& item : items) out += (out.empty() ? "" : ", ") + item;
   return out;
+}
+
+// A blob machofix cannot read and no loader rule explains: nothing judged it, so it
+// must not pass in silence (an unchecked-slice error, with the reader's reason).
+void unreadable_blob(const BlobReport& blob, const std::string& file, std::vector<Finding>& findings) {
+  Finding& finding = findings.emplace_back();
+  finding.file = file;
+  finding.blob = join(blob.keys);
+  finding.rule = Rule::UncheckedSlice;
+  finding.offset = blob.offset;
+  finding.problem = blob.error;
 }
 
 // A content-hash key without its hash: "<64 hex digits>_so_blob" -> "so_blob".
@@ -408,7 +422,7 @@ Level default_level(const Finding& finding) {
     // dyld searches a build machine's directory in vain and goes on: it loads.
     case Rule::AbsoluteRpath: return Level::Warning;
     // Nothing was judged: said, not failed (no Mac runs 32-bit code since 10.15).
-    case Rule::UncheckedSlice: return Level::Note;
+    case Rule::UncheckedSlice: return finding.problem.empty() ? Level::Note : Level::Error;
     // Weights expected from a .ptd none was given: the application may pass it.
     case Rule::MissingWeights: return finding.expected_from_ptd ? Level::Warning : Level::Error;
     default: return Level::Error;
@@ -448,6 +462,7 @@ std::vector<Finding> findings_before_levels(const FileReport& report, const Chec
     for (const BlobReport& blob : report.pte->blobs) {
       size_t first = findings.size();
       check_macho(blob.macho, report.path, join(blob.keys), run);
+      if (!blob.error.empty() && blob.macho.loader_rules.empty()) unreadable_blob(blob, report.path, findings);
       for (size_t index = first; index < findings.size(); ++index) findings[index].blob_role = blob_role(*report.pte, blob);
     }
     check_weights(*report.pte, report.path, run);
@@ -499,10 +514,19 @@ void each_image(const FileReport& report, const std::string& prefix, Visit&& vis
   for (const FileReport& member : report.members) each_image(member, prefix + member.path + ": ", visit);
 }
 
+// A blob that cannot be read, unless a loader rule says why (those are listed too).
+void unreadable_blobs(const FileReport& report, const std::string& prefix, std::vector<std::string>& failures) {
+  if (report.pte)
+    for (const BlobReport& blob : report.pte->blobs)
+      if (!blob.error.empty() && blob.macho.loader_rules.empty()) failures.push_back(prefix + "cannot be read: " + blob.error);
+  for (const FileReport& member : report.members) unreadable_blobs(member, prefix + member.path + ": ", failures);
+}
+
 }  // namespace
 
 std::vector<std::string> verify_failures(const FileReport& report) {
   std::vector<std::string> failures;
+  unreadable_blobs(report, "", failures);
   each_image(report, "", [&](const std::string& where, const MachOReport& macho) {
     for (const std::string& failure : signature_failures(macho)) failures.push_back(where + failure);
     for (const RuleViolation& violation : macho.loader_rules) failures.push_back(where + describe(violation));

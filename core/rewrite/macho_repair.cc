@@ -1,5 +1,7 @@
 #include "core/rewrite/macho_repair.h"
 
+#include <fnmatch.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -113,6 +115,44 @@ MachO weak_link_stage(const JudgedSlice& judged, OutputImage& out, const SecondR
   return linked;
 }
 
+// Reading the binds of a slice dyld would refuse can fail before the loader rules
+// run (a bind ordinal past the dylibs once ncmds shrank): the reader's reason then
+// names the rule dyld refuses the slice for too.
+template <typename Read>
+auto read_naming_rule(const Bytes& slice, Read&& read) {
+  try {
+    return read();
+  } catch (const Error& error) {
+    std::vector<RuleViolation> violations = check_loader_rules(slice);
+    if (violations.empty()) throw;
+    const RuleViolation& first = violations.front();
+    // Kept an error of the file (not a refusal): an archive goes on with its other members.
+    throw Error(error.problem() + " (loader rule " + first.rule + "): dyld refuses the slice: " + first.message, error.offset())
+        .in_part(error.part())
+        .as(error.kind());
+  }
+}
+
+// The loader rules an edit leaves to be repaired: a repeated LC_RPATH that one of its
+// --delete-rpath globs deletes (every copy; --add-rpath may put one back). The output
+// is held to every rule before it is written, as any rewrite's is.
+std::vector<RuleViolation> unrepaired(const Bytes& slice, const MachO& image, const std::vector<RuleViolation>& violations,
+                                      const EditOptions& edit) {
+  std::vector<RuleViolation> left;
+  for (const RuleViolation& violation : violations) {
+    bool repaired = false;
+    for (const Rpath& rpath : image.rpaths) {
+      // Violations carry absolute offsets; a command's is from the start of its slice.
+      if (violation.rule != "rpath-duplicate" || slice.base() + image.commands[rpath.command_index].offset != violation.offset)
+        continue;
+      repaired = std::any_of(edit.delete_rpath.begin(), edit.delete_rpath.end(),
+                             [&](const std::string& glob) { return fnmatch(glob.c_str(), rpath.path.c_str(), 0) == 0; });
+    }
+    if (!repaired) left.push_back(violation);
+  }
+  return left;
+}
+
 // Everything but the rewriting: what `verify` costs, plus the import analysis.
 JudgedSlice judge_slice(const Bytes& slice, const RepairOptions& options, RewriteKind kind) {
   JudgedSlice judged;
@@ -121,11 +161,12 @@ JudgedSlice judge_slice(const Bytes& slice, const RepairOptions& options, Rewrit
   judged.input = check_input_signature(image);
   bool invalid = judged.input.report.status == SignatureStatus::Invalid;
   if (invalid && !options.resign_invalid) refuse_invalid_signature(judged.input);
-  judged.scan = scan_imports(image);
-  SliceAnalysis analysis = analyze(image, judged.scan);
+  judged.scan = read_naming_rule(slice, [&] { return scan_imports(image); });
+  SliceAnalysis analysis = read_naming_rule(slice, [&] { return analyze(image, judged.scan); });
   if (kind == RewriteKind::Prune) judged.plan = plan_prune(image, analysis, options.prune);
   judged.report = describe_slice(image, judged.scan, analysis, judged.plan, judged.input.report);
-  refuse_breaking_loader_rules(judged.report.loader_rules);
+  refuse_breaking_loader_rules(kind == RewriteKind::Edit ? unrepaired(slice, image, judged.report.loader_rules, options.edit)
+                                                        : judged.report.loader_rules);
   judged.steps.prune = judged.plan.removal_count() > 0;
   if (kind == RewriteKind::Edit) {
     judged.edit.emplace(plan_edit(image, options.edit));
@@ -230,8 +271,8 @@ std::optional<uint64_t> expected_size(const JudgedSlice& judged, const RepairOpt
 // What inspect shows of one slice: the analysis and the plan, nothing rewritten.
 SliceReport inspect_slice(const Bytes& slice, const RepairOptions& options) {
   MachO image = parse_macho(slice);
-  ImportScan scan = scan_imports(image);
-  SliceAnalysis analysis = analyze(image, scan);
+  ImportScan scan = read_naming_rule(slice, [&] { return scan_imports(image); });
+  SliceAnalysis analysis = read_naming_rule(slice, [&] { return analyze(image, scan); });
   PrunePlan plan = plan_prune(image, analysis, options.prune);
   return describe_slice(image, scan, analysis, plan, signature_report(image));
 }

@@ -171,6 +171,26 @@ def main(argv):
         judge(machofix, write(rule_break.__name__ + ".dylib", data), app, rule_break.__name__)
         judge(machofix, wrapped(rule_break.__name__, data), app, rule_break.__name__ + " in a .pte")
 
+    # ncmds shrunk below the first LC_LOAD_DYLIB: machofix's reader fails on the binds
+    # before any rule runs, and dyld refuses the binds' ordinals (dylib-ordinal). In a
+    # .pte that blob was once passed by check and verify in silence (the randomized
+    # differential found it); as a plain file it is an error, never a pass.
+    data = bytearray(clean_bytes)
+    first_dylib = next(i for i, (cmd, _) in enumerate(_commands(data, 0)) if cmd in (0xC, 0x18, 0x8000001F, 0x80000023))
+    struct.pack_into("<I", data, 16, first_dylib)
+    hidden = wrapped("dylibs_hidden", data)
+    status, findings = check_findings(machofix, hidden)
+    expect("dependent dylibs hidden by ncmds, in a .pte: check fails it with dylib-ordinal",
+           status == 1 and "dylib-ordinal" in {f["loader_rule"] for f in findings if f["rule"] == "loader-rule"}, findings)
+    done = run(machofix, "verify", hidden)
+    expect("... and verify fails it", done.returncode == 1 and "dylib-ordinal" in done.stdout, done.stdout + done.stderr)
+    done = run(machofix, "prune", hidden, "-o", os.path.join(work, "dylibs_hidden.out.pte"))
+    expect("... and prune refuses it for that loader rule", done.returncode == 2 and
+           "(loader rule dylib-ordinal" in done.stderr, done.stderr)
+    done = run(machofix, "check", "--no-contract", write("dylibs_hidden.dylib", data))
+    expect("as a plain file: an error naming the loader rule, never a pass",
+           done.returncode == 2 and "(loader rule dylib-ordinal" in done.stderr, done.stderr)
+
     fat = write("with_i386.dylib", with_i386_slice(clean_bytes))
     status, findings = check_findings(machofix, fat)
     text = run(machofix, "check", "--no-contract", fat).stdout

@@ -145,6 +145,16 @@ def main(argv):
     expect("an unused system library the sysroot holds: the same warning as without it",
            status == 0 and found == [("unused-dependency", "warning")], found)
 
+    # A selection that selects nothing says so, with the glob that would.
+    for command in (["check", "--no-contract"], ["prune", "--dry-run"], ["inspect"]):
+        done = run(machofix, *command, "--only", "libomp", omp)
+        expect(f"{command[0]} --only libomp: a warning that it matches nothing, and what would",
+               "--only 'libomp' matches no dependency" in done.stderr and "'*libomp*' would match" in done.stderr, done.stderr)
+        done = run(machofix, *command, "--only", "*libomp*", "--keep", "libiconv.2.dylib", omp)
+        expect(f"{command[0]} with globs that match: no such warning", "matches no dependency" not in done.stderr, done.stderr)
+    done = run(machofix, "check", "--no-contract", "--forbid", "*gomp*", omp)
+    expect("--forbid that matches nothing: said", "--forbid '*gomp*' matches no dependency" in done.stderr, done.stderr)
+
     print(f"test_levels: {len(failures)} failed")
     return 1 if failures else 0
 

@@ -41,6 +41,16 @@ std::vector<uint8_t> build_version(uint32_t sdk, uint32_t platform = PLATFORM_MA
   return body;
 }
 
+// An LC_RPATH's body: the path's offset (after cmd, cmdsize and itself), the path, padded.
+std::vector<uint8_t> rpath_body(const std::string& path) {
+  std::vector<uint8_t> body;
+  append_u32(body, 12);
+  body.insert(body.end(), path.begin(), path.end());
+  do body.push_back(0);
+  while ((body.size() + 8) % 8);
+  return body;
+}
+
 std::vector<uint8_t> version_min(uint32_t sdk) {
   std::vector<uint8_t> body;
   append_u32(body, version(10, 9));
@@ -298,6 +308,12 @@ std::vector<Crafted> crafted_files() {
          Image image = MachOBuilder().load_dylib(kSystem).load_dylib(kSystem).uuid()
                            .command(LC_BUILD_VERSION, build_version(version(15))).build();
          return Broken{image.bytes, image.dylib(2).offset};
+       }},
+      {"rpath-duplicate", "@loader_path twice, built with the macOS 15.4 SDK", [] {
+         Image image = MachOBuilder().load_dylib(kSystem).command(macho::LC_RPATH, rpath_body("@loader_path"))
+                           .command(macho::LC_RPATH, rpath_body("@loader_path")).uuid()
+                           .command(LC_BUILD_VERSION, build_version(version(15, 4))).build();
+         return Broken{image.bytes, image.command(macho::LC_RPATH, 1).offset};
        }},
       {"exec-dynamic", "an executable without LC_LOAD_DYLINKER", [] {
          Image image = executable().build();
@@ -572,6 +588,11 @@ TEST_CASE("SDK gates: every gated rule, on macOS, iOS, tvOS, Mac Catalyst and wa
        [&](auto platform) { return on(chained_dylib(), platform).build().bytes; }},
       {"a dylib linked twice", "dylib-duplicate", version(15), version(18), version(11), [&](auto platform) {
          return on(MachOBuilder().load_dylib(kSystem).load_dylib(kSystem).uuid(), platform).build().bytes;
+       }},
+      // Spring releases (x.4): the epoch comes from the SDK's minor version too.
+      {"an rpath twice", "rpath-duplicate", version(15, 4), version(18, 4), version(11, 4), [&](auto platform) {
+         return on(MachOBuilder().load_dylib(kSystem).command(macho::LC_RPATH, rpath_body("@loader_path/x"))
+                       .command(macho::LC_RPATH, rpath_body("@loader_path/x")).uuid(), platform).build().bytes;
        }},
   };
   for (const Gated& gated : gates) {
