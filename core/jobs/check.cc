@@ -3,7 +3,6 @@
 #include <fnmatch.h>
 
 #include <algorithm>
-#include <cctype>
 #include <iterator>
 #include <map>
 #include <set>
@@ -349,13 +348,6 @@ void unreadable_blob(const BlobReport& blob, const std::string& file, std::vecto
   finding.problem = blob.error;
 }
 
-// A content-hash key without its hash: "<64 hex digits>_so_blob" -> "so_blob".
-std::string without_content_hash(const std::string& key) {
-  bool hashed = key.size() > 65 && key[64] == '_' &&
-                std::all_of(key.begin(), key.begin() + 64, [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
-  return hashed ? key.substr(65) : key;
-}
-
 // What stays of a blob when the model is exported again: the methods whose delegates
 // load it, and its keys without their content hash.
 std::string blob_role(const PteReport& pte, const BlobReport& blob) {
@@ -363,7 +355,13 @@ std::string blob_role(const PteReport& pte, const BlobReport& blob) {
   for (const DelegateReport& delegate : pte.delegates)
     if (delegate.aoti && std::find(blob.keys.begin(), blob.keys.end(), delegate.aoti->so_key) != blob.keys.end())
       methods.push_back(delegate.method);
-  for (const std::string& key : blob.keys) keys.push_back(without_content_hash(key));
+  // A content-hash key (the report says which: sha256 of the blob, then "_so_blob")
+  // without its hash.
+  for (const std::string& key : blob.keys) {
+    bool hashed = std::any_of(pte.named_data.begin(), pte.named_data.end(),
+                              [&](const NamedDataReport& named) { return named.key == key && named.content_hash_key; });
+    keys.push_back(hashed && key.size() > blob.sha256.size() + 1 ? key.substr(blob.sha256.size() + 1) : key);
+  }
   return (methods.empty() ? "" : join(methods) + "/") + join(keys);
 }
 
