@@ -38,12 +38,19 @@ void require_header_room(const MachO& image) {
         start, "no room in the header for LC_CODE_SIGNATURE: the bytes after the load commands are not zero");
 }
 
+// __LINKEDIT must end the slice, but for zero bytes after it: the padding a container
+// (a .pte segment, a fat slice) adds to align what follows. Those bytes join __LINKEDIT
+// as padding before the signature, as a linker pads its string table. Data after
+// __LINKEDIT that is not zero (an appended payload) is refused: signing would hash it
+// into __LINKEDIT, and the tool that appended it no longer finds it where it left it.
 const Segment& linkedit_at_end(const MachO& image) {
   const Segment* linkedit = image.segment("__LINKEDIT");
   if (!linkedit) fail("cannot add a signature: there is no __LINKEDIT segment");
-  if (linkedit->file_offset + linkedit->file_size != image.bytes.size())
-    fail("cannot add a signature: __LINKEDIT (ends at " + hex(linkedit->file_offset + linkedit->file_size) +
-         ") is not at the end of the slice (" + hex(image.bytes.size()) + " bytes)");
+  uint64_t linkedit_end = linkedit->file_offset + linkedit->file_size;
+  if (linkedit_end > image.bytes.size() ||
+      !all_zero(image.bytes.sub(linkedit_end, image.bytes.size() - linkedit_end, "bytes after __LINKEDIT")))
+    fail("cannot add a signature: __LINKEDIT (ends at " + hex(linkedit_end) + ") is not at the end of the slice (" +
+         hex(image.bytes.size()) + " bytes), and the bytes after it are not zero padding");
   for (const Segment& segment : image.segments)
     if (&segment != linkedit && segment.file_size > 0 && segment.file_offset > linkedit->file_offset)
       fail("cannot add a signature: segment " + segment.name + " lies after __LINKEDIT in the file");
@@ -102,7 +109,7 @@ HashedPages add_adhoc_signature(OutputImage& slice, uint64_t file_offset, const 
     fail("the signature identifier must be a non-empty string without NUL bytes");
   const Segment& linkedit = linkedit_at_end(image);
   require_header_room(image);
-  LinkerSignatureLayout layout = linker_layout(linkedit.file_offset + linkedit.file_size, identifier);
+  LinkerSignatureLayout layout = linker_layout(image.bytes.size(), identifier);  // after any zero padding
   if (layout.offset + layout.size > UINT32_MAX) fail("cannot add a signature: the slice would exceed 4 GiB");
 
   // Every value of `image` used below was parsed before the slice changes.

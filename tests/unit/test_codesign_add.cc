@@ -119,6 +119,26 @@ TEST_CASE("add_adhoc_signature refuses what it cannot do") {
   CHECK_THROWS_AS(add_adhoc_signature(parse(lld_x86_dylib_unsigned()), ""), Error);
 }
 
+TEST_CASE("add_adhoc_signature: zero padding after __LINKEDIT joins it; other trailing data is refused") {
+  // A .pte segment or a fat slice may end in the container's alignment padding.
+  std::vector<uint8_t> padded = strip_lld_signature(lld_arm64_dylib());
+  const uint64_t linkedit_end = padded.size();
+  padded.resize(linkedit_end + 24, 0);
+  std::vector<uint8_t> file = add_adhoc_signature(parse(padded), "lib_arm64.dylib");
+  CHECK(verify(file).empty());
+  MachO image = parse(file);
+  CHECK(image.code_signature.offset == linkedit_end + 32);  // after the padding, 16-byte aligned
+  const Segment* linkedit = image.segment("__LINKEDIT");
+  CHECK(linkedit->file_offset + linkedit->file_size == file.size());
+  const uint64_t content = image.first_section_offset();  // the header aside, the bytes and padding stay
+  CHECK(std::equal(file.begin() + content, file.begin() + linkedit_end + 24, padded.begin() + content));
+
+  std::vector<uint8_t> payload = padded;
+  payload.back() = 'x';  // an appended payload, not padding
+  CHECK(contains(error_of([&] { add_adhoc_signature(parse(payload), "x"); }).problem(),
+                 "the bytes after it are not zero padding"));
+}
+
 TEST_CASE("default_identifier: the install name's leaf, else the file name") {
   CHECK(default_identifier(parse(lld_arm64_dylib()), "/tmp/whatever.so") == "liblib.dylib");
   CHECK(default_identifier(parse(lld_arm64_exec()), "/usr/local/bin/tool") == "tool");
