@@ -219,7 +219,10 @@ void run_archive(const MappedFile& input, Operation operation, const JobOptions&
   archive_options.dry_run = target.empty() || operation == Operation::Inspect;
   archive_options.whole_or_nothing = true;
   MemberFixer fix = [&](const ArchiveMember& member, const std::string& temp_path) {
-    FileReport member_report = run_job(temp_path, operation, member_options);
+    // A new signature is named as the member would be on its own, not by its temporary file.
+    JobOptions this_member = member_options;
+    this_member.repair.file_name = last_path_component(member.name);
+    FileReport member_report = run_job(temp_path, operation, this_member);
     if (member_report.status == FileStatus::Skipped) return false;  // not a model: no report
     member_report.path = member.name;
     if (member_report.status == FileStatus::Failed) {  // the temporary path means nothing to the user

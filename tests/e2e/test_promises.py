@@ -15,6 +15,7 @@ import struct
 import subprocess
 import sys
 import tarfile
+import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
@@ -24,6 +25,7 @@ UNUSED = "aoti_metal_arm64_chained.in"  # signed by the linker; libomp unused
 UNSIGNED = "aoti_metal_arm64_dyldinfo_unsigned.in"
 CLEAN = "aoti_metal_arm64_chained.ref"  # the -dead_strip_dylibs relink: nothing to remove
 UNIVERSAL = "universal_fat64_chained.in"
+EXECUTABLE_UNSIGNED = "execute_x86_64_dyldinfo.in"  # no install name: a new signature takes the file's name
 
 failures = []
 
@@ -273,6 +275,36 @@ def signing_options(machofix, scratch):
            "prune --sign: an unsigned slice comes out validly signed", result)
 
 
+def archive_member_signed_as_alone(machofix, scratch):
+    """prune --sign names a new signature by the member's own name: an archive member's
+    output equals the same file pruned on its own, byte for byte (an executable has no
+    install name to take the identifier from)."""
+    directory = scratch.directory("member_identifier")
+    tool = scratch.copy(EXECUTABLE_UNSIGNED, directory, "tool")
+    alone = os.path.join(directory, "alone")
+    os.makedirs(alone)
+    result = run(machofix, "prune", tool, "-o", os.path.join(alone, "tool"), "--sign")
+    expect(result.returncode == 0, "prune --sign on an unsigned executable: exits 0", result)
+    with open(os.path.join(alone, "tool"), "rb") as handle:
+        expected = handle.read()
+    archives = {"tar.gz": os.path.join(directory, "tools.tar.gz"), "zip": os.path.join(directory, "tools.zip")}
+    with tarfile.open(archives["tar.gz"], "w:gz") as archive:
+        archive.add(scratch.copy(UNUSED, directory, "other.dylib"), arcname="lib/other.dylib")
+        archive.add(tool, arcname="bin/tool")
+    with zipfile.ZipFile(archives["zip"], "w") as archive:
+        archive.write(os.path.join(directory, "other.dylib"), "lib/other.dylib")
+        archive.write(tool, "bin/tool")
+    for kind, path in archives.items():
+        out = os.path.join(directory, "out." + kind)
+        result = run(machofix, "prune", path, "-o", out, "--sign")
+        if kind == "zip":
+            member = zipfile.ZipFile(out).read("bin/tool") if result.returncode == 0 else None
+        else:
+            member = tarfile.open(out).extractfile("bin/tool").read() if result.returncode == 0 else None
+        expect(member == expected, f"prune --sign in a .{kind}: the member bin/tool is the standalone output, byte for byte"
+               " (its signature's identifier is 'tool', not the temporary file's name)", result)
+
+
 def policy_options(machofix, scratch):
     directory = scratch.directory("policy")
     path = scratch.copy(UNUSED, directory, "model.dylib")
@@ -330,7 +362,7 @@ def main():
     machofix, pte_writer, fixtures, work = [os.path.abspath(a) for a in sys.argv[1:5]]
     scratch = Scratch(work, fixtures, pte_writer)
     for test in (dry_run_writes_nothing, verify_statuses, check_statuses, backup_is_a_hard_link, backup_of_models,
-                 archive_gate, signing_options, policy_options, universal_layout):
+                 archive_gate, signing_options, archive_member_signed_as_alone, policy_options, universal_layout):
         test(machofix, scratch)
     for failure in failures:
         print("FAIL:", failure)
