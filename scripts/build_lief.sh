@@ -6,18 +6,22 @@
 # later, incompatible version; cross-builds) this script builds it from source.
 #
 #   scripts/build_lief.sh PREFIX [CMAKE_ARG...]      (e.g. a toolchain file)
+#   scripts/build_lief.sh --fetch-only               get and check the source, build nothing
 #
 # The source: $MACHOFIX_LIEF_TARBALL, else ../shared/third_party/LIEF-0.9.0.tar.gz
 # beside the repository (checked against its sha256), else upstream's archive of the
-# tag, downloaded into the cache. Whatever the archive, its extracted content must
+# tag, downloaded into the cache ($MACHOFIX_GITHUB stands in for https://github.com, as
+# for scripts/fetch_third_party.py: a mirror, or a test's server). Whatever the archive, its extracted content must
 # have the pinned content hash (archives of one tree made by different tools differ
 # in their compressed bytes, not in their files). PREFIX is left as it is when its
 # stamp says it was built from the same source with the same arguments.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
-[ $# -ge 1 ] || { echo "usage: $0 PREFIX [CMAKE_ARG...]" >&2; exit 2; }
+[ $# -ge 1 ] || { echo "usage: $0 PREFIX [CMAKE_ARG...] | --fetch-only" >&2; exit 2; }
 prefix=$1
 shift
+fetch_only=false
+[ "$prefix" = --fetch-only ] && fetch_only=true
 
 # The pins (pins.lock): the tarball's sha256, and the sha256 of `sha256sum` of every
 # extracted file, sorted by path (tree_sha256 below).
@@ -26,7 +30,7 @@ LIEF_VERSION=$(pin_field 1 tarball LIEF)
 LIEF_TARBALL_SHA256=$(pin_field 2 tarball LIEF)
 LIEF_TREE_SHA256=$(pin_field 2 tree LIEF)
 [ "$(pin_field 1 tree LIEF)" = "$LIEF_VERSION" ] || { echo "build_lief: pins.lock: LIEF's tarball and tree differ in version" >&2; exit 1; }
-LIEF_URL=https://github.com/lief-project/LIEF/archive/refs/tags/$LIEF_VERSION.tar.gz
+LIEF_URL=${MACHOFIX_GITHUB:-https://github.com}/lief-project/LIEF/archive/refs/tags/$LIEF_VERSION.tar.gz
 cache="${MACHOFIX_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/machofix}/lief"
 jobs="${MACHOFIX_JOBS:-2}"
 
@@ -54,13 +58,31 @@ find_tarball() {
   if [ ! -f "$download" ]; then
     echo "build_lief: $shared not found; downloading $LIEF_URL" >&2
     mkdir -p "$cache"
-    curl -fsSL --retry 3 -o "$download.part" "$LIEF_URL"
+    if ! curl -fsSL --retry 3 -o "$download.part" "$LIEF_URL"; then
+      rm -f "$download.part"
+      echo "build_lief: cannot download $LIEF_URL; put LIEF-$LIEF_VERSION.tar.gz (sha256 $LIEF_TARBALL_SHA256)" \
+        "in ../shared/third_party beside the repository, or name it with MACHOFIX_LIEF_TARBALL" >&2
+      exit 3
+    fi
     mv "$download.part" "$download"
   fi
   echo "$download"
 }
 
 tarball=$(find_tarball)
+if $fetch_only; then
+  check_dir=$(mktemp -d "${TMPDIR:-/tmp}/machofix-lief.XXXXXX")
+  trap 'rm -rf "$check_dir"' EXIT
+  tar -xzf "$tarball" -C "$check_dir"
+  tree=$(tree_sha256 "$check_dir/LIEF-$LIEF_VERSION")
+  if [ "$tree" != "$LIEF_TREE_SHA256" ]; then
+    rm -f "$cache/LIEF-$LIEF_VERSION-upstream.tar.gz"  # never kept for the next run
+    echo "build_lief: $tarball: its files are not LIEF $LIEF_VERSION's (content hash $tree, expected $LIEF_TREE_SHA256)" >&2
+    exit 1
+  fi
+  echo "$tarball"
+  exit 0
+fi
 key=$( (echo "$LIEF_TREE_SHA256"; printf '%s\n' "$@"; cat "$repo/scripts/lief/LIEFGit.cmake" "$0") | "${sha256[@]}" | cut -d' ' -f1)
 if [ -f "$prefix/.machofix-lief-stamp" ] && [ "$(cat "$prefix/.machofix-lief-stamp")" = "$key" ]; then
   echo "build_lief: LIEF $LIEF_VERSION in $prefix is up to date"
@@ -73,6 +95,7 @@ tar -xzf "$tarball" -C "$work"
 source_dir=$work/LIEF-$LIEF_VERSION
 tree=$(tree_sha256 "$source_dir")
 if [ "$tree" != "$LIEF_TREE_SHA256" ]; then
+  rm -f "$cache/LIEF-$LIEF_VERSION-upstream.tar.gz"  # never kept for the next run
   echo "build_lief: $tarball: its files are not LIEF $LIEF_VERSION's (content hash $tree, expected $LIEF_TREE_SHA256)" >&2
   exit 1
 fi

@@ -42,6 +42,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
 from pte_models import pte_models  # noqa: E402
+import flatbuffer_fields  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(HERE))
 REGRESSIONS = os.path.join(HERE, "regressions.jsonl")
@@ -68,7 +69,8 @@ INTERESTING_64 = [0, 1, 8, 24, 32, 63, 64, 4096, 1 << 31, 1 << 32, (1 << 63), (1
 
 def describe_base(path, data):
     """Offsets worth mutating: header fields, keys, payload newlines, segments."""
-    info = {"size": len(data), "fb_end": len(data), "header": [], "keys": [], "newlines": [], "segments": []}
+    info = {"size": len(data), "fb_end": len(data), "header": [], "keys": [], "newlines": [], "segments": [],
+            "fields": flatbuffer_fields.fields(data)}
     if data[4:8] == b"FT01" and data[8:12] == b"FH01":
         info["header"] = [(12, 4)] + [(16 + 8 * i, 8) for i in range(4)]
         offset, size = struct.unpack_from("<QQ", data, 16)
@@ -170,6 +172,32 @@ def m_payload(rng, info, data):
     return [["write", min(at, len(data) - 1), bytes([rng.choice([0, ord("x"), ord("\n"), rng.randrange(256)])]).hex()]]
 
 
+def m_table(rng, info, data):
+    """A field of a table the runtime reads at load or at backend init (the Program's
+    or FlatTensor's tables, flatbuffer_fields.py): its vtable, scalars, offsets,
+    vector and string lengths, a union's type."""
+    if not info["fields"]:
+        return m_field(rng, info, data)
+    at, width, kind = rng.choice(info["fields"])
+    old = int.from_bytes(data[at:at + width], "little")
+    if kind == "offset":
+        targets = [a + int.from_bytes(data[a:a + 4], "little") - at for a, w, k in info["fields"] if k == "offset"]
+        choices = [old + 4, old - 4, old + 8, old - 8, 0, rng.choice(targets), len(data) - at, 0x7FFFFFFF]
+    elif kind in ("vtable entry", "vtable size", "table size"):
+        choices = [0, old + 2, old - 2, old + 4, old - 4, 0xFFFF, 4]
+    elif kind in ("vector length", "string length"):
+        choices = [0, old + 1, old - 1, old * 2, 0x7FFFFFFF, 0xFFFFFFFF]
+    elif kind == "union type":
+        choices = [0, rng.randrange(16), old + 1, 0xFF]
+    elif kind == "vtable offset":
+        choices = [old + 2, old - 2, old + 4, old - 4, 0, -old]
+    else:  # a scalar or an element: an index, an offset, a size, a location
+        choices = [pick_interesting(rng, 8 if width == 8 else 4), old + 1, old - 1, old + 8, old - 8, 0,
+                   len(data), len(data) - 1]
+    value = rng.choice(choices) % (1 << (8 * width))
+    return [["write", at, value.to_bytes(width, "little").hex()]]
+
+
 def m_segment_bytes(rng, info, data):
     if not info["segments"]:
         return m_flip(rng, info, data)
@@ -181,7 +209,7 @@ def m_segment_bytes(rng, info, data):
 
 
 MUTATORS = [(m_flip, 6), (m_field, 6), (m_short, 3), (m_header, 4), (m_magic, 1), (m_no_header, 1),
-            (m_truncate, 2), (m_append, 1), (m_key, 3), (m_payload, 3), (m_segment_bytes, 1)]
+            (m_truncate, 2), (m_append, 1), (m_key, 3), (m_payload, 3), (m_segment_bytes, 1), (m_table, 8)]
 
 
 def mutate(rng, info, data):
