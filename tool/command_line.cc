@@ -155,6 +155,9 @@ void add_edits(CLI::App* command, EditOptions& edit) {
   command->add_option("--add-rpath", edit.add_rpath, "add an LC_RPATH (after the last load command); repeatable")
       ->type_name("PATH")
       ->allow_extra_args(false);
+  command->add_flag("--delete-duplicate-rpaths", edit.delete_duplicate_rpaths,
+                    "delete every LC_RPATH that repeats an earlier one (dyld refuses such an image when built with "
+                    "the macOS 15.4 SDK or later); the first copy stays in its place");
   command->add_option("--delete-rpath", edit.delete_rpath, "delete every LC_RPATH matching GLOB; repeatable")
       ->type_name("GLOB")
       ->allow_extra_args(false);
@@ -185,7 +188,8 @@ CLI::App* add_edit(CLI::App& app, HelpFormatter& help, Settings& settings) {
   add_jobs(edit, settings);
   add_note(edit,
            "Edits apply to every slice and every Mach-O blob of a .pte/.ptd, in this order (install_name_tool's): "
-           "--delete-rpath, --rpath, --id, --change, --add-rpath, each kind in the order given, then --weak-link on the "
+           "--delete-duplicate-rpaths, --delete-rpath, --rpath, --id, --change, --add-rpath, each kind in the order "
+           "given, then --weak-link on the "
            "result (so its GLOB matches the name after --change). A dependency that cannot be weak-linked (re-exported, "
            "upward, re-exported through the exports trie, sharing a bind opcode with another library; any in a "
            "flat-namespace file or one with LC_LAZY_LOAD_DYLIB) refuses the file (exit 2, nothing written). An edit that matches "
@@ -312,6 +316,9 @@ CLI::App* add_check(CLI::App& app, HelpFormatter& help, Settings& settings) {
                                                      "a machofix.toml found beside them")
       ->type_name("FILE");
   check->add_flag("--no-contract", settings.no_contract, "read no contract file");
+  check->add_flag("--no-app", settings.no_app,
+                  "check an .app bundle given as a PATH file by file, instead of loading its images in it as dyld "
+                  "would (the default, as --app PATH)");
   check->add_option("--sarif", settings.sarif, "also write the findings as SARIF 2.1.0 to FILE (- for stdout)")
       ->type_name("FILE");
   check->add_option("--sarif-root", settings.sarif_root,

@@ -22,6 +22,7 @@ struct Settings {
   CheckOptions check;            // the command line's declarations (check)
   std::string contract;          // check --contract FILE; "" looks for one beside each model
   bool no_contract = false;      // check --no-contract: none read
+  bool no_app = false;           // check --no-app: an .app given as a PATH is checked file by file
   std::string sarif;             // check --sarif FILE
   std::string sarif_root;        // check --sarif-root DIR: SARIF URIs relative to it
   std::string json;  // "" no JSON, "-" stdout, else a file

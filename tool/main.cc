@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 
+#include "core/app/bundle.h"
 #include "core/jobs/batch.h"
 #include "core/jobs/check.h"
 #include "core/jobs/contract.h"
@@ -235,6 +236,31 @@ class Contracts {
   // What `path` is held to: its contract and the command line's declarations. Throws
   // Error for a contract file that cannot be read or is malformed.
   CheckOptions for_file(const std::string& path) {
+    CheckOptions options = contract_options(path);
+    // A user who hands check an application means "will it load": its files are
+    // loaded in it, as --app would, unless --app, a contract or --no-app says otherwise.
+    if (options.app.empty() && !settings_.no_app)
+      if (std::string app = app_given_as_path(path); !app.empty()) {
+        options.app = app;
+        if (std::find(apps_from_paths_.begin(), apps_from_paths_.end(), app) == apps_from_paths_.end())
+          apps_from_paths_.push_back(app);
+      }
+    return options;
+  }
+
+  // The .app bundles given as PATHs whose files were loaded in them.
+  const std::vector<std::string>& apps_from_paths() const { return apps_from_paths_; }
+
+  const std::vector<std::string>& used() const { return used_; }
+  // --app, or a contract's `app`: the report carries each model slice's load.
+  bool app_named() const {
+    if (!extra_.app.empty() || !apps_from_paths_.empty()) return true;
+    for (const auto& [file, options] : read_) if (!options.app.empty()) return true;
+    return false;
+  }
+
+ private:
+  CheckOptions contract_options(const std::string& path) {
     std::optional<std::string> file;
     if (!settings_.contract.empty()) file = settings_.contract;
     else if (!settings_.no_contract) file = find_contract(path);
@@ -247,19 +273,20 @@ class Contracts {
     return known->second;
   }
 
-  const std::vector<std::string>& used() const { return used_; }
-  // --app, or a contract's `app`: the report carries each model slice's load.
-  bool app_named() const {
-    if (!extra_.app.empty()) return true;
-    for (const auto& [file, options] : read_) if (!options.app.empty()) return true;
-    return false;
+  // The .app bundle among the PATHs given that holds `path` (or is it); "" for none.
+  std::string app_given_as_path(const std::string& path) const {
+    for (std::string given : settings_.paths) {
+      while (given.size() > 1 && given.back() == '/') given.pop_back();
+      if ((path == given || path.starts_with(given + "/")) && is_app_bundle(given)) return given;
+    }
+    return "";
   }
 
- private:
   const Settings& settings_;
   CheckOptions extra_;
   std::map<std::string, CheckOptions> read_;
   std::vector<std::string> used_;
+  std::vector<std::string> apps_from_paths_;
 };
 
 bool write_text_file(const std::string& path, const std::string& text, const char* what) {
@@ -281,6 +308,10 @@ bool check_options_usable(const Settings& settings) {
     spdlog::error("--contract and --no-contract contradict each other: give one");
     return false;
   }
+  if (!settings.check.app.empty() && settings.no_app) {
+    spdlog::error("--app and --no-app contradict each other: give one");
+    return false;
+  }
   if (settings.sarif == "-" && json_to_stdout(settings)) {
     spdlog::error("--sarif - and --json - both want standard output: give one of them a file");
     return false;
@@ -292,15 +323,17 @@ bool check_options_usable(const Settings& settings) {
 // message, kept in `error`) when a contract file is malformed, or an application
 // (--app) or a .ptd cannot be read: a gate must not pass on a broken one.
 std::optional<std::vector<Finding>> all_findings(const std::vector<FileReport>& reports, Contracts& contracts,
-                                                 std::vector<AppCheck>& app_checks, std::string& error_text) {
+                                                 std::vector<AppCheck>& app_checks, std::string& error_text,
+                                                 size_t& unfollowed) {
   std::vector<Finding> findings;
   Applications applications;
   ExternalData external_data;  // the .ptd files, read once for every model
   try {
     for (const FileReport& report : reports) {
       if (!report.examined()) continue;
-      std::vector<Finding> found =
-          check_findings(report, contracts.for_file(report.path), &applications, &app_checks, &external_data);
+      CheckOptions options = contracts.for_file(report.path);
+      std::vector<Finding> found = check_findings(report, options, &applications, &app_checks, &external_data);
+      unfollowed += unfollowed_dependencies(report, options);
       findings.insert(findings.end(), found.begin(), found.end());
     }
   } catch (const Error& error) {
@@ -353,7 +386,8 @@ int run_check(const Settings& settings) {
   Outcome outcome = run_all(settings, Operation::Inspect);
   std::vector<AppCheck> app_checks;
   std::string error_text;
-  std::optional<std::vector<Finding>> findings = all_findings(outcome.reports, contracts, app_checks, error_text);
+  size_t unfollowed = 0;
+  std::optional<std::vector<Finding>> findings = all_findings(outcome.reports, contracts, app_checks, error_text, unfollowed);
   std::vector<InputFailure> failures = input_failures(outcome);
   if (!findings) failures.push_back({"", error_text});
   if (!json_to_stdout(settings) && settings.sarif != "-") annotate_failures(failures);
@@ -364,10 +398,15 @@ int run_check(const Settings& settings) {
     return kExitError;
   }
   if (!json_to_stdout(settings) && settings.sarif != "-") {
-    for (const Finding& finding : *findings) std::cout << finding_line(finding) << "\n";
+    for (const Finding& finding : *findings)
+      if (!finding.reported_with) std::cout << finding_line(finding) << "\n";  // one line per cause
     if (!settings.quiet) {
       for (const std::string& contract : contracts.used()) std::cout << "machofix check: contract " << contract << "\n";
+      for (const std::string& app : contracts.apps_from_paths())
+        std::cout << "machofix check: " << app << " is an application: its images were loaded in it as dyld would "
+                  << "(--no-app checks them file by file)\n";
       for (const std::string& note : app_notes(app_checks)) std::cout << "machofix check: " << note << "\n";
+      if (unfollowed) std::cout << "machofix check: " << unfollowed_note(unfollowed) << "\n";
       std::vector<FileReport> with_models;
       for (const FileReport& report : outcome.reports)
         if (outcome.held_models(report)) with_models.push_back(report);

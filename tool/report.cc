@@ -47,10 +47,10 @@ std::string signature_line(const SignatureReport& signature) {
 
 // One line per edit: "change OLD -> NEW", "add-rpath P", "delete-rpath P", and how it went.
 std::string edit_line(const EditRecord& edit) {
-  std::string line = std::string(to_text(edit.kind)) + " ";
-  if (edit.new_value.empty()) line += edit.old_value;
-  else if (edit.old_value.empty()) line += edit.new_value;
-  else line += edit.old_value + " -> " + edit.new_value;
+  std::string line = to_text(edit.kind);
+  if (edit.new_value.empty() && !edit.old_value.empty()) line += " " + edit.old_value;
+  else if (edit.old_value.empty() && !edit.new_value.empty()) line += " " + edit.new_value;
+  else if (!edit.old_value.empty()) line += " " + edit.old_value + " -> " + edit.new_value;
   switch (edit.status) {
     case EditStatus::Applied: break;
     case EditStatus::Already: line += " (already so: nothing to do)"; break;
@@ -198,6 +198,11 @@ std::string finding_line(const Finding& finding) {
                       (finding.arch.empty() ? "" : ": " + finding.arch);
   std::string message = shortened_keys(finding_message(finding));
   std::string line = where + ": " + level_name(finding.level) + ": " + message + " [" + rule_id(finding.rule) + "]";
+  if (!finding.also.empty()) {  // the other rules of the same cause, whose findings the text does not repeat
+    line += " (also:";
+    for (size_t index = 0; index < finding.also.size(); ++index) line += (index ? ", " : " ") + std::string(rule_id(finding.also[index]));
+    line += ")";
+  }
   if (std::string repair = repair_command(finding); !repair.empty()) line += "\n  repair: " + repair;
   // GitHub Actions turns this into an annotation on the file, of the finding's level.
   const char* command = finding.level == Level::Error ? "error" : finding.level == Level::Warning ? "warning" : "notice";
@@ -230,6 +235,13 @@ std::vector<std::string> app_notes(const std::vector<AppCheck>& app_checks) {
   return notes;
 }
 
+std::string unfollowed_note(size_t count) {
+  return std::to_string(count) + (count == 1 ? " dependency" : " dependencies") +
+         " named through @rpath/, @loader_path/ or @executable_path/ not followed: nothing says where they are. "
+         "To follow them, give the application (--app APP, or the .app itself as a PATH), or declare what it ships "
+         "(--provided GLOB, a contract's provided)";
+}
+
 std::string check_summary(const std::vector<FileReport>& reports, const std::vector<Finding>& findings) {
   size_t checked = 0, failed = 0;
   for (const FileReport& report : reports) {
@@ -239,17 +251,21 @@ std::string check_summary(const std::vector<FileReport>& reports, const std::vec
   // A file that could not be read was not checked: the summary says so beside the
   // error, so that "0 findings" is never read as a pass.
   // Each level counted once a finding is not an error: "3 findings (2 errors, 1 warning)".
+  // The text prints a cause once (group_causes): so many findings it counts, and the
+  // rules they break beside them when that is more.
   size_t counts[3] = {0, 0, 0};  // errors, warnings, notes
-  for (const Finding& finding : findings) ++counts[static_cast<size_t>(finding.level)];
+  size_t printed = 0;
+  for (const Finding& finding : findings)
+    if (!finding.reported_with) ++counts[static_cast<size_t>(finding.level)], ++printed;
   std::string levels;
   const char* words[3][2] = {{" error", " errors"}, {" warning", " warnings"}, {" note", " notes"}};
-  if (counts[0] != findings.size()) {
+  if (counts[0] != printed)
     for (size_t level = 0; level < 3; ++level)
       if (counts[level]) levels += (levels.empty() ? " (" : ", ") + std::to_string(counts[level]) + words[level][counts[level] != 1];
-    levels += ")";
-  }
+  if (findings.size() != printed) levels += (levels.empty() ? " (" : "; ") + std::to_string(findings.size()) + " rule violations";
+  if (!levels.empty()) levels += ")";
   return "machofix check: " + std::to_string(checked) + (checked == 1 ? " file" : " files") + " checked, " +
-         std::to_string(findings.size()) + (findings.size() == 1 ? " finding" : " findings") + levels +
+         std::to_string(printed) + (printed == 1 ? " finding" : " findings") + levels +
          (failed ? ", " + std::to_string(failed) + (failed == 1 ? " file" : " files") + " could not be checked" : "");
 }
 

@@ -21,6 +21,9 @@ std::string check_summary(const std::vector<FileReport>& reports, const std::vec
 // What check --app could not judge, said once: system libraries taken as present
 // without --sysroot, slices of an architecture the application does not run as.
 std::vector<std::string> app_notes(const std::vector<AppCheck>& app_checks);
+// Dependencies named through a run-time path that check could not follow: no
+// application to look them up in, nothing declared (unfollowed_dependencies).
+std::string unfollowed_note(size_t count);
 
 std::string json_document(const std::string& command, const std::vector<FileReport>& reports, const BatchSummary& summary,
                           const std::vector<Finding>* findings, const std::vector<std::string>* contracts = nullptr,

@@ -187,6 +187,12 @@ Json tried_json(const std::vector<TriedPath>& tried) {
   return paths;
 }
 
+Json also_ids(const std::vector<Rule>& rules) {
+  Json ids = Json::array();
+  for (Rule rule : rules) ids.push_back(rule_id(rule));
+  return ids;
+}
+
 Json finding_json(const Finding& finding) {
   return {{"file", finding.file},
           {"blob", finding.blob},
@@ -216,7 +222,9 @@ Json finding_json(const Finding& finding) {
           {"backend", finding.backend},
           {"weights_key", finding.weights_key},
           {"looked_in", finding.looked_in},
-          {"at_launch", finding.at_launch}};
+          {"at_launch", finding.at_launch},
+          {"also", also_ids(finding.also)},
+          {"reported_with", finding.reported_with ? Json(rule_id(*finding.reported_with)) : Json(nullptr)}};
 }
 
 const char* verdict_text(BindVerdict verdict) {

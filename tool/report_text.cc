@@ -77,6 +77,7 @@ const char* to_text(BlobKind kind) {
 
 const char* to_text(EditKind kind) {
   switch (kind) {
+    case EditKind::DeleteDuplicateRpaths: return "delete-duplicate-rpath";
     case EditKind::DeleteRpath: return "delete-rpath";
     case EditKind::Rpath: return "rpath";
     case EditKind::Id: return "id";

@@ -256,11 +256,7 @@ std::string repair_command(const Finding& finding) {
     case Rule::RelativeInstallName:
       return "machofix edit " + file + " --in-place --change " + shell_quoted(finding.dylib) + " " +
              shell_quoted("@rpath/" + last_path_component(finding.dylib));
-    case Rule::DuplicateRpath:
-      // --delete-rpath removes every copy (as install_name_tool's does); one comes back,
-      // last in the search order.
-      return "machofix edit " + file + " --in-place --delete-rpath " + shell_quoted(finding.rpath) + " --add-rpath " +
-             shell_quoted(finding.rpath);
+    case Rule::DuplicateRpath: return "machofix edit " + file + " --in-place --delete-duplicate-rpaths";
     case Rule::ForbiddenDependency:
       if (finding.symbols.empty() && finding.removable)
         return "machofix prune " + file + " --in-place --only " + shell_quoted(last_path_component(finding.dylib));
@@ -279,9 +275,7 @@ std::string repair_command(const Finding& finding) {
     case Rule::SymbolNotFound:
     case Rule::LoaderRule:
       // A repeated rpath is the one loader rule an edit repairs.
-      if (finding.loader_rule == "rpath-duplicate" && !finding.rpath.empty())
-        return "machofix edit " + file + " --in-place --delete-rpath " + shell_quoted(finding.rpath) + " --add-rpath " +
-               shell_quoted(finding.rpath);
+      if (finding.loader_rule == "rpath-duplicate") return "machofix edit " + file + " --in-place --delete-duplicate-rpaths";
       return "";
     case Rule::UncheckedSlice: return "";
     case Rule::MissingWeights:

@@ -120,6 +120,14 @@ Json result(const Finding& finding, const std::string& root) {
     for (const TriedPath& path : finding.tried) tried.push_back({{"path", path.path}, {"reason", path.reason}});
     properties["tried"] = tried;
   }
+  // One cause, one finding: the rules the same dependency breaks, each still a result
+  // of its own rule (filters by rule keep working), tied to the one that reports it.
+  if (!finding.also.empty()) {
+    Json also = Json::array();
+    for (Rule rule : finding.also) also.push_back(rule_id(rule));
+    properties["alsoBreaks"] = also;
+  }
+  if (finding.reported_with) properties["reportedWith"] = rule_id(*finding.reported_with);
   if (finding.rule == Rule::MissingWeights) {
     properties["method"] = finding.method;
     properties["backend"] = finding.backend;

@@ -442,6 +442,53 @@ void apply_levels(std::vector<Finding>& findings, const CheckOptions& options) {
                  findings.end());
 }
 
+namespace {
+
+// The dependency rules in the order that picks the one reporting a cause: the rule
+// whose repair removes the others' reason first (prune removes an unused library).
+constexpr Rule kCausePriority[] = {Rule::UnusedDependency,     Rule::ForbiddenDependency, Rule::LibraryNotLoaded,
+                                   Rule::UnprovidedDependency, Rule::AbsoluteInstallName, Rule::RelativeInstallName};
+
+std::optional<size_t> cause_rank(Rule rule) {
+  const Rule* at = std::find(std::begin(kCausePriority), std::end(kCausePriority), rule);
+  if (at == std::end(kCausePriority)) return std::nullopt;
+  return static_cast<size_t>(at - std::begin(kCausePriority));
+}
+
+bool same_cause(const Finding& a, const Finding& b) {
+  return a.file == b.file && a.member == b.member && a.blob == b.blob && a.arch == b.arch &&
+         a.slice_offset == b.slice_offset && a.dylib == b.dylib && a.needed_by == b.needed_by &&
+         a.at_launch == b.at_launch;
+}
+
+// Levels rank as their enum: Error first.
+bool reports_before(const Finding& a, const Finding& b) {
+  if (a.level != b.level) return a.level < b.level;
+  return *cause_rank(a.rule) < *cause_rank(b.rule);
+}
+
+}  // namespace
+
+void group_causes(std::vector<Finding>& findings) {
+  for (size_t first = 0; first < findings.size(); ++first) {
+    if (!cause_rank(findings[first].rule) || findings[first].dylib.empty() || findings[first].reported_with ||
+        !findings[first].also.empty())
+      continue;
+    std::vector<size_t> group{first};
+    for (size_t other = first + 1; other < findings.size(); ++other)
+      if (cause_rank(findings[other].rule) && !findings[other].reported_with && same_cause(findings[first], findings[other]))
+        group.push_back(other);
+    if (group.size() < 2) continue;
+    size_t lead = *std::min_element(group.begin(), group.end(),
+                                    [&](size_t a, size_t b) { return reports_before(findings[a], findings[b]); });
+    for (size_t index : group) {
+      if (index == lead) continue;
+      findings[lead].also.push_back(findings[index].rule);
+      findings[index].reported_with = findings[lead].rule;
+    }
+  }
+}
+
 App& Applications::get(const std::string& app, const std::string& sysroot) {
   auto& known = apps_[{app, sysroot}];
   if (!known) known = std::make_unique<App>(AppOptions{app, sysroot});
@@ -498,6 +545,7 @@ std::vector<Finding> check_findings(const FileReport& report, const CheckOptions
   // Levels once, over the members' findings too.
   std::vector<Finding> findings = findings_before_levels(report, options, applications, app_checks, data);
   apply_levels(findings, options);
+  group_causes(findings);
   return findings;
 }
 
@@ -532,6 +580,17 @@ std::vector<std::string> verify_failures(const FileReport& report) {
       for (const RuleViolation& violation : slice.loader_rules) failures.push_back(where + slice.arch + ": " + describe(violation));
   });
   return failures;
+}
+
+size_t unfollowed_dependencies(const FileReport& report, const CheckOptions& options) {
+  if (!options.app.empty() || options.declared) return 0;
+  size_t count = 0;
+  each_image(report, "", [&](const std::string&, const MachOReport& macho) {
+    for (const SliceReport& slice : macho.slices)
+      for (const DylibReport& dylib : slice.dylibs)
+        count += dylib.kind != DylibKind::Weak && relative_name(dylib.install_name);
+  });
+  return count;
 }
 
 std::vector<std::string> verify_notes(const FileReport& report) {

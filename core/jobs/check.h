@@ -187,6 +187,12 @@ struct Finding {
   // member's own bytes (`offset` is then empty: the archive may be compressed).
   std::string member;
   std::optional<uint64_t> member_offset;
+  // One cause, one finding (group_causes): the dependency rules one load command
+  // breaks are reported by the first of them; it lists the others in `also`, and each
+  // of those names it in `reported_with`. All stay in the list, so that rules can
+  // still be counted; the text prints only the first.
+  std::vector<Rule> also;
+  std::optional<Rule> reported_with;
 };
 
 // One model slice loaded in the application (--app), for the report.
@@ -217,6 +223,11 @@ Level default_level(const Finding& finding);
 // --warnings-as-errors; findings turned off are dropped.
 void apply_levels(std::vector<Finding>& findings, const CheckOptions& options);
 
+// Ties the findings of one cause together (Finding::also, reported_with): the rules a
+// dependency breaks in one slice (unused, forbidden, not loaded, unprovided, an
+// absolute or relative install name). The most severe reports them, in that order.
+void group_causes(std::vector<Finding>& findings);
+
 // `applications` is needed only when options.app is set; `app_checks`, when given,
 // receives each model slice's load. `external_data` holds the .ptd files read for
 // options.ptd_files (one for the whole run; else read for this file). Throws Error for
@@ -230,6 +241,11 @@ std::vector<Finding> check_findings(const FileReport& report, const CheckOptions
 // every loader rule an image breaks (core/format/loader_rules.h); each line names the blob
 // and slice. And the notes on what could not be checked.
 std::vector<std::string> verify_failures(const FileReport& report);
+
+// How many dependencies of the file's slices check could not follow: named through a
+// run-time path (@rpath/, @loader_path/, @executable_path/), not weak, with no
+// application (options.app) to look them up in and nothing declared to hold them to.
+size_t unfollowed_dependencies(const FileReport& report, const CheckOptions& options);
 std::vector<std::string> verify_notes(const FileReport& report);
 
 }  // namespace machofix

@@ -14,8 +14,8 @@
 namespace machofix {
 
 bool EditOptions::any() const {
-  return !delete_rpath.empty() || !rpath.empty() || !id.empty() || !change.empty() || !add_rpath.empty() ||
-         !weak_link.empty();
+  return delete_duplicate_rpaths || !delete_rpath.empty() || !rpath.empty() || !id.empty() || !change.empty() ||
+         !add_rpath.empty() || !weak_link.empty();
 }
 
 namespace {
@@ -28,6 +28,7 @@ class Planner {
   Planner(const MachO& image, const EditOptions& options) : image_(image), options_(options), plan_{{}, LoadCommandList(image)} {}
 
   EditPlan run() {
+    if (options_.delete_duplicate_rpaths) delete_duplicate_rpaths();
     for (const std::string& glob : options_.delete_rpath) delete_rpath(glob);
     for (const auto& [old_path, new_path] : options_.rpath) change_rpath(old_path, new_path);
     if (!options_.id.empty()) set_id(options_.id);
@@ -74,6 +75,23 @@ class Planner {
       commands().remove(*index);
     }
     std::reverse(plan_.records.end() - found.size(), plan_.records.end());  // in load-command order
+  }
+
+  // A file without a repeated rpath is already as asked: one record says so.
+  void delete_duplicate_rpaths() {
+    std::vector<std::string> seen;
+    std::vector<size_t> repeats = rpaths_where([&](const std::string& path) {
+      if (std::find(seen.begin(), seen.end(), path) != seen.end()) return true;
+      seen.push_back(path);
+      return false;
+    });
+    if (repeats.empty()) return record(EditKind::DeleteDuplicateRpaths, "", "", EditStatus::Already);
+    for (auto index = repeats.rbegin(); index != repeats.rend(); ++index) {
+      std::string path = command_string(commands().bytes(*index), offsetof(macho::RpathCommand, path_offset));
+      record(EditKind::DeleteDuplicateRpaths, path, "", EditStatus::Applied);
+      commands().remove(*index);
+    }
+    std::reverse(plan_.records.end() - repeats.size(), plan_.records.end());  // in load-command order
   }
 
   void change_rpath(const std::string& old_path, const std::string& new_path) {

@@ -21,7 +21,11 @@ namespace machofix {
 
 struct EditOptions {
   // Applied in this order, each kind in the order given (install_name_tool's and
-  // LLVM's order): --delete-rpath, --rpath, --id, --change, --add-rpath.
+  // LLVM's order, after the duplicates): --delete-duplicate-rpaths, --delete-rpath,
+  // --rpath, --id, --change, --add-rpath.
+  // Every LC_RPATH that repeats an earlier one byte for byte (dyld's strcmp) goes; the
+  // first copy stays where it is, so the search order is unchanged.
+  bool delete_duplicate_rpaths = false;
   std::vector<std::string> delete_rpath;                     // globs
   std::vector<std::pair<std::string, std::string>> rpath;    // OLD -> NEW (exact)
   std::string id;                                            // empty: unchanged
@@ -38,7 +42,7 @@ struct EditOptions {
 
 // The option an edit came from (--delete-rpath, --rpath, --id, --change, --add-rpath,
 // --weak-link); the reports spell both enums in tool/report_text.cc.
-enum class EditKind { DeleteRpath, Rpath, Id, Change, AddRpath, WeakLink };
+enum class EditKind { DeleteDuplicateRpaths, DeleteRpath, Rpath, Id, Change, AddRpath, WeakLink };
 enum class EditStatus {
   Applied,
   Already,  // the file was already in the state the edit asks for: a second identical edit changes nothing

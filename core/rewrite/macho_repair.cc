@@ -133,8 +133,9 @@ auto read_naming_rule(const Bytes& slice, Read&& read) {
   }
 }
 
-// The loader rules an edit leaves to be repaired: a repeated LC_RPATH that one of its
-// --delete-rpath globs deletes (every copy; --add-rpath may put one back). The output
+// The loader rules an edit leaves to be repaired: a repeated LC_RPATH that
+// --delete-duplicate-rpaths deletes, or one of its --delete-rpath globs (every copy;
+// --add-rpath may put one back). The output
 // is held to every rule before it is written, as any rewrite's is.
 std::vector<RuleViolation> unrepaired(const Bytes& slice, const MachO& image, const std::vector<RuleViolation>& violations,
                                       const EditOptions& edit) {
@@ -145,7 +146,8 @@ std::vector<RuleViolation> unrepaired(const Bytes& slice, const MachO& image, co
       // Violations carry absolute offsets; a command's is from the start of its slice.
       if (violation.rule != "rpath-duplicate" || slice.base() + image.commands[rpath.command_index].offset != violation.offset)
         continue;
-      repaired = std::any_of(edit.delete_rpath.begin(), edit.delete_rpath.end(),
+      repaired = edit.delete_duplicate_rpaths ||
+                 std::any_of(edit.delete_rpath.begin(), edit.delete_rpath.end(),
                              [&](const std::string& glob) { return fnmatch(glob.c_str(), rpath.path.c_str(), 0) == 0; });
     }
     if (!repaired) left.push_back(violation);

@@ -127,7 +127,8 @@ class Machofix:
               keep: Optional[Globs] = None, only: Optional[Globs] = None, jobs: Optional[int] = None,
               app: Optional[PathLike] = None, sysroot: Optional[PathLike] = None, min_macos: Optional[str] = None,
               arch: Optional[Globs] = None, ptd: Optional[Union[PathLike, Sequence[PathLike]]] = None,
-              levels: Optional[Dict[str, str]] = None, warnings_as_errors: bool = False) -> Report:
+              levels: Optional[Dict[str, str]] = None, warnings_as_errors: bool = False,
+              no_app: bool = False) -> Report:
         """The CI gate. Findings are a result (`report.findings`, `report.ok` false),
         not an error: only machofix's errors (exit 2, a malformed contract file
         included) raise. `forbid`: globs no dependency may match (install name or its
@@ -142,7 +143,9 @@ class Machofix:
         are (an SDK's stubs or a copy of a Mac's). `min_macos`, `arch`: the targets
         (min-macos, arch-missing). `ptd`: the .ptd files the application passes
         with the models (their weights). `levels`: {rule id: "error" | "warning" |
-        "note" | "off"}; `warnings_as_errors`: every warning fails the gate."""
+        "note" | "off"}; `warnings_as_errors`: every warning fails the gate. An .app
+        bundle among `paths` is checked as that application (as `app`) unless
+        `no_app`."""
         options = (_repeated("--provided", provided) + _repeated("--allow-prefix", allow_prefix) +
                    _repeated("--forbid", forbid) + _repeated("--allowed-rpath", allowed_rpath) +
                    _repeated("--required", required) + _valued("--contract", contract) +
@@ -150,7 +153,7 @@ class Machofix:
                    _repeated("--only", only) + _valued("--app", app) + _valued("--sysroot", sysroot) +
                    _valued("--min-macos", min_macos) + _repeated("--arch", arch) + _repeated_paths("--ptd", ptd) +
                    _repeated("--level", [f"{rule}={level}" for rule, level in (levels or {}).items()]) +
-                   _flag("--warnings-as-errors", warnings_as_errors))
+                   _flag("--warnings-as-errors", warnings_as_errors) + _flag("--no-app", no_app))
         return self._report("check", options + _valued("--jobs", jobs), paths, (0, 1))
 
     def verify(self, paths: Paths, *, jobs: Optional[int] = None) -> Report:
@@ -174,17 +177,19 @@ class Machofix:
              change: Optional[Renames] = None, id: Optional[str] = None, add_rpath: Optional[Globs] = None,
              delete_rpath: Optional[Globs] = None, rpath: Optional[Renames] = None, weak_link: Optional[Globs] = None,
              backup: Optional[str] = None, adhoc: bool = False, resign_invalid: bool = False,
-             jobs: Optional[int] = None) -> Report:
+             jobs: Optional[int] = None, delete_duplicate_rpaths: bool = False) -> Report:
         """install_name_tool's edits in every container (thin, universal, the .so inside a
         .pte/.ptd, archives), re-signed, keys renewed: `change` {OLD glob: NEW install
         name}, `id` (a dylib's own name), `add_rpath`, `delete_rpath` (globs), `rpath`
         {OLD: NEW}, `weak_link` (globs: the dependency becomes LC_LOAD_WEAK_DYLIB and its
-        imports weak). Each slice's edits are in `slice.edits`."""
+        imports weak), `delete_duplicate_rpaths` (every LC_RPATH repeating an earlier
+        one). Each slice's edits are in `slice.edits`."""
         options = (_flag("--in-place", in_place) + _valued("--output", output) + _flag("--dry-run", dry_run) +
                    _pairs("--change", change) + _valued("--id", id) + _repeated("--add-rpath", add_rpath) +
                    _repeated("--delete-rpath", delete_rpath) + _pairs("--rpath", rpath) +
                    _repeated("--weak-link", weak_link) + _valued("--backup", backup) + _flag("--adhoc", adhoc) +
-                   _flag("--resign-invalid", resign_invalid) + _valued("--jobs", jobs))
+                   _flag("--resign-invalid", resign_invalid) + _valued("--jobs", jobs) +
+                   _flag("--delete-duplicate-rpaths", delete_duplicate_rpaths))
         return self._report("edit", options, paths, (0,))
 
     def sign(self, paths: Paths, *, in_place: bool = False, output: Optional[PathLike] = None,
@@ -224,11 +229,11 @@ def check(paths: Paths, *, provided: Optional[Globs] = None, allow_prefix: Optio
           keep: Optional[Globs] = None, only: Optional[Globs] = None, jobs: Optional[int] = None,
           app: Optional[PathLike] = None, sysroot: Optional[PathLike] = None, min_macos: Optional[str] = None,
           arch: Optional[Globs] = None, ptd: Optional[Union[PathLike, Sequence[PathLike]]] = None,
-          levels: Optional[Dict[str, str]] = None, warnings_as_errors: bool = False) -> Report:
+          levels: Optional[Dict[str, str]] = None, warnings_as_errors: bool = False, no_app: bool = False) -> Report:
     return _default.check(paths, provided=provided, allow_prefix=allow_prefix, forbid=forbid,
                           allowed_rpath=allowed_rpath, required=required, contract=contract, no_contract=no_contract,
                           sarif=sarif, keep=keep, only=only, jobs=jobs, app=app, sysroot=sysroot, min_macos=min_macos,
-                          arch=arch, ptd=ptd, levels=levels, warnings_as_errors=warnings_as_errors)
+                          arch=arch, ptd=ptd, levels=levels, warnings_as_errors=warnings_as_errors, no_app=no_app)
 
 
 def verify(paths: Paths, *, jobs: Optional[int] = None) -> Report:
@@ -246,10 +251,11 @@ def edit(paths: Paths, *, in_place: bool = False, output: Optional[PathLike] = N
          change: Optional[Renames] = None, id: Optional[str] = None, add_rpath: Optional[Globs] = None,
          delete_rpath: Optional[Globs] = None, rpath: Optional[Renames] = None, weak_link: Optional[Globs] = None,
          backup: Optional[str] = None, adhoc: bool = False, resign_invalid: bool = False,
-         jobs: Optional[int] = None) -> Report:
+         jobs: Optional[int] = None, delete_duplicate_rpaths: bool = False) -> Report:
     return _default.edit(paths, in_place=in_place, output=output, dry_run=dry_run, change=change, id=id,
                          add_rpath=add_rpath, delete_rpath=delete_rpath, rpath=rpath, weak_link=weak_link, backup=backup,
-                         adhoc=adhoc, resign_invalid=resign_invalid, jobs=jobs)
+                         adhoc=adhoc, resign_invalid=resign_invalid, jobs=jobs,
+                         delete_duplicate_rpaths=delete_duplicate_rpaths)
 
 
 def sign(paths: Paths, *, in_place: bool = False, output: Optional[PathLike] = None, identifier: Optional[str] = None,

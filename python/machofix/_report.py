@@ -249,6 +249,10 @@ class Finding:
     weights_key: str = ""  # missing-weights: the key it looks up (may be empty)
     looked_in: List[str] = field(default_factory=list)  # missing-weights: the .ptd files given
     at_launch: bool = False  # app: of the application itself (needed_by names its image): it cannot launch
+    # One cause, one finding: the rules the same dependency of the slice also breaks
+    # (on the finding that reports the cause), and that finding's rule (on the others)
+    also: List[str] = field(default_factory=list)
+    reported_with: Optional[str] = None
 
 
 @dataclass(frozen=True)

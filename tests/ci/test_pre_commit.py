@@ -124,8 +124,8 @@ def main(argv):
     done, log, committed = commit(["exports"], "the model as exported")
     expect("the model as exported: the commit is refused, by the hook, with its findings",
            not committed and done.returncode != 0 and re.search(r"machofix check\.+Failed", log)
-           and "exports/metal_model.pte" in log and "[unused-dependency]" in log
-           and "[forbidden-dependency]" in log, log)
+           and "exports/metal_model.pte" in log and "[unused-dependency] (also: " in log
+           and "forbidden-dependency" in log, log)
     print("  | " + log.strip().replace("\n", "\n  | "))
 
     run([str(machofix), "prune", "--in-place", "exports/metal_model.pte"], project)

@@ -9,10 +9,12 @@ byte for byte once its SDK is of the spring 2025 epoch (macOS 15.4) or later
 (mach_o::Policy::enforceNoDuplicateRPaths). Dylibs linked here by ld64.lld-16, which
 still writes `-rpath X -rpath X` twice (llvm-objdump-16 counts the copies):
 - SDK 15.4: `verify` fails it (rpath-duplicate), `check` and `check --app` fail it
-  with a loader-rule finding whose repair is an edit; that edit, run as printed, is
-  accepted although the input breaks the rule, and its output passes verify and check
-  (one copy left, llvm-objdump-16 says); `prune` still refuses the input;
-- the same inside a .pte;
+  with a loader-rule finding whose repair is an edit (--delete-duplicate-rpaths); that
+  edit, run as printed, is accepted although the input breaks the rule, and its output
+  passes verify and check (one copy left, llvm-objdump-16 says); run again it has
+  nothing to do; `prune` still refuses the input;
+- rpaths A, B, A: the later A goes, the first stays before B (the search order kept);
+- the same inside a .pte, repaired there too;
 - SDK 15.0: dyld loads it: `verify` passes, and only a declared contract reports it
   (duplicate-rpath);
 - SDK 15.4 with `X` and `X/`: two paths for dyld's strcmp: no finding at all;
@@ -83,8 +85,8 @@ def main(argv):
            not [f for f in declared if f["rule"] == "duplicate-rpath"] and
            [f["rule"] for f in declared if f["rule"] == "loader-rule"] == ["loader-rule"], declared)
     repair = loader[0]["repair"] if loader else ""
-    expect("the repair is an edit that keeps one copy",
-           repair.startswith(f"machofix edit {new} --in-place --delete-rpath ") and "--add-rpath" in repair, repair)
+    expect("the repair is the edit that deletes the later copies",
+           repair == f"machofix edit {new} --in-place --delete-duplicate-rpaths", repair)
     done = run(machofix, "prune", new, "-o", os.path.join(work, "pruned.dylib"))
     expect("prune still refuses the input (it repairs nothing of it)", done.returncode == 2 and
            "rpath-duplicate" in done.stderr and not os.path.exists(os.path.join(work, "pruned.dylib")), done.stderr)
@@ -97,6 +99,22 @@ def main(argv):
         expect("its output: one copy (llvm-objdump-16), verify passes, check has nothing to say",
                rpath_count(fixed, rpath) == 1 and run(machofix, "verify", fixed).returncode == 0
                and findings(machofix, fixed, "--no-contract") == (0, []), findings(machofix, fixed, "--no-contract"))
+        before = open(fixed, "rb").read()
+        done = run(machofix, *command[1:], "--json=-")
+        kinds = [(e["kind"], e["status"]) for f in json.loads(done.stdout)["files"] for s in f["macho"]["slices"]
+                 for e in s["edits"]] if done.returncode == 0 else done.stderr
+        expect("run again: nothing to do (already so), the file unchanged",
+               done.returncode == 0 and kinds == [("delete-duplicate-rpath", "already")]
+               and open(fixed, "rb").read() == before, kinds)
+
+    other = "@loader_path/other"
+    aba = link(work, tbd, "libaba.dylib", "15.4", [rpath, other, rpath])
+    kept = os.path.join(work, "aba_fixed.dylib")
+    done = run(machofix, "edit", aba, "-o", kept, "--delete-duplicate-rpaths")
+    listing = [line.split()[1] for line in run("llvm-objdump-16", "--macho", "--all-headers", kept).stdout.splitlines()
+               if line.strip().startswith("path @loader_path")] if done.returncode == 0 else done.stderr
+    expect("rpaths A, B, A: the later A deleted, the first kept before B (llvm-objdump-16)",
+           listing == [rpath, other], listing)
     done = run(machofix, "edit", new, "-o", os.path.join(work, "other.dylib"), "--add-rpath", "@loader_path/other")
     expect("an edit that does not remove the repeat is refused, nothing written",
            done.returncode == 2 and not os.path.exists(os.path.join(work, "other.dylib")), done.stderr)
@@ -106,14 +124,20 @@ def main(argv):
     status, found = findings(machofix, model, "--no-contract")
     expect("inside a .pte: the same loader-rule finding",
            status == 1 and [f["loader_rule"] for f in found if f["rule"] == "loader-rule"] == ["rpath-duplicate"], found)
+    repaired = os.path.join(work, "repaired.pte")
+    done = run(machofix, "edit", model, "-o", repaired, "--delete-duplicate-rpaths")
+    expect("inside a .pte: repaired by the same edit; the output verifies and checks clean",
+           done.returncode == 0 and run(machofix, "verify", repaired).returncode == 0
+           and findings(machofix, repaired, "--no-contract")[0] == 0, done.stderr)
 
     old = link(work, tbd, "libold.dylib", "15.0", [rpath, rpath])
     expect("SDK 15.0: verify passes (dyld loads it)", run(machofix, "verify", old).returncode == 0)
     status, found = findings(machofix, old, "--no-contract")
     expect("SDK 15.0, no contract: no finding", status == 0 and found == [], found)
     status, found = findings(machofix, old, "--provided", "@rpath/*")
-    expect("SDK 15.0 with a contract: duplicate-rpath",
-           status == 1 and [f["rule"] for f in found] == ["duplicate-rpath"], found)
+    expect("SDK 15.0 with a contract: duplicate-rpath, repaired by the same edit",
+           status == 1 and [f["rule"] for f in found] == ["duplicate-rpath"]
+           and found[0]["repair"] == f"machofix edit {old} --in-place --delete-duplicate-rpaths", found)
 
     slash = link(work, tbd, "libslash.dylib", "15.4", [rpath, rpath + "/"])
     expect("SDK 15.4, 'X' and 'X/': two paths for dyld, verify passes", run(machofix, "verify", slash).returncode == 0)

@@ -66,8 +66,11 @@ def unused_and_used(machofix, fixtures):
            and "supplies no symbol, and `machofix prune` removes it" in finding["message"],
            "unused libomp, --forbid '*omp*': a finding, not used, prune removes it", result)
     text = run(machofix, "check", unused, "--forbid", "*omp*")
-    expect(f"[{RULE}]" in text.stdout and "which the forbid glob '*omp*' matches (--forbid or the contract)" in text.stdout,
-           "the text report names the rule and the glob", text)
+    expect("[unused-dependency] (also: absolute-install-name, forbidden-dependency)" in text.stdout,
+           "the text report: one cause, one finding, naming forbidden-dependency among the rules it also breaks", text)
+    expect(bool(finding) and finding["reported_with"] == "unused-dependency"
+           and "which the forbid glob '*omp*' matches (--forbid or the contract)" in finding["message"],
+           "the JSON keeps the forbidden-dependency finding with its glob, tied to the unused-dependency one", found)
 
     used = os.path.join(fixtures, "all_used_arm64_chained.in")
     result, found = findings(machofix, used, "--forbid", "*omp*")

@@ -232,9 +232,9 @@ def edit_runs(reports, inputs):
     document = reports.run("edit: every kind of edit", "edit", rpaths, "-o", reports.out("edited.out"),
                            "--delete-rpath", "/opt/*", "--rpath", "@loader_path/../lib", "@loader_path/lib", "--id",
                            "@rpath/renamed.dylib", "--change", "*libfoo*", "@rpath/libbar.dylib", "--add-rpath",
-                           "@executable_path", "--weak-link", "*libomp*")
+                           "@executable_path", "--weak-link", "*libomp*", "--delete-duplicate-rpaths")
     kinds = {e["kind"] for f in files(document) for s in f.get("macho", {}).get("slices", []) for e in s["edits"]}
-    expect(len(kinds) == 6, "edit: six kinds of edit in one report", str(sorted(kinds)))
+    expect(len(kinds) == 7, "edit: seven kinds of edit in one report", str(sorted(kinds)))
     reports.run("edit: already so", "edit", rpaths, "-o", reports.out("same.out"), "--change", "*libomp*",
                 "@rpath/libomp.dylib")
     walk = os.path.join(reports.dir, "walk")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The Python API's `check` hands each of its target options to the command.
 
-`machofix.check(paths, app=, sysroot=, min_macos=, arch=)` must ask the command line
+`machofix.check(paths, app=, sysroot=, min_macos=, arch=, no_app=)` must ask the command line
 what `machofix check --app/--sysroot/--min-macos/--arch` asks: an option the API
 accepts and then drops would pass a gate that the command fails. For each option,
 cases of tests/app's manifest that use it (make_app_fixtures.py) are run three ways:
@@ -95,6 +95,18 @@ def main():
         if tried == 0:
             problems.append(f"{option}: no case of the manifest where the option changes the findings")
         print(f"{option}: {tried} case(s)")
+
+    # no_app: an .app given as a path is checked as that application unless no_app.
+    bundle = os.path.join(fixtures, "apps", "Plain.app")
+    for no_app in (False, True):
+        arguments = [machofix, "check", "--no-contract", "--json", "-", bundle] + (["--no-app"] if no_app else [])
+        result = subprocess.run(arguments, capture_output=True, text=True, timeout=120)
+        expected = summary(json.loads(result.stdout)["findings"]) if result.returncode in (0, 1) else result.stderr
+        report = api.check(bundle, no_contract=True, no_app=no_app)
+        if summary(report.findings) != expected or report.exit_status != result.returncode or (not no_app and not expected):
+            problems.append(f"no_app={no_app}: machofix.check gives exit {report.exit_status} and "
+                            f"{summary(report.findings)}; the command line exit {result.returncode} and {expected}")
+    print("no_app: 2 case(s)")
 
     for problem in problems:
         print("FAIL " + problem)
