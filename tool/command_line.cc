@@ -269,6 +269,14 @@ CLI::App* add_check(CLI::App& app, HelpFormatter& help, Settings& settings) {
                     "load every model in this application as dyld would, and report what does not load or bind: an "
                     ".app bundle, a Mach-O executable, or a directory of the application's libraries")
       ->type_name("APP");
+  check->add_option_function<std::string>(
+           "--load-as",
+           [&settings](const std::string& text) { settings.check.load_as = text == "blob" ? LoadAs::Blob : LoadAs::File; },
+           "with --app, how a plain Mach-O given by path is loaded: file (default), dlopen()ed from where it lies "
+           "(@loader_path is its directory, the files there ship with it), or blob, written to a temporary directory "
+           "first, as ExecuTorch loads a .pte's .so (which .pte blobs, archive members and standard input always are)")
+      ->type_name("file|blob")
+      ->check(CLI::IsMember({"file", "blob"}));
   check->add_option("--sysroot", settings.check.sysroot,
                     "with --app: look system libraries up here (an SDK's .tbd stubs or a copy of a Mac's libraries); "
                     "without it they are taken as present, their symbols unchecked")

@@ -15,6 +15,8 @@ namespace machofix {
 struct SearchRoots {
   std::string app;      // the application's directory: paths inside it are its files
   std::string sysroot;  // system paths (and other absolute ones) are looked up under it
+  // A model loaded from its own path: its directory, whose files ship with it.
+  std::string model_directory;
 };
 
 // What the model's directory is called in paths: ExecuTorch writes the .so to a

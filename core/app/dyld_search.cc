@@ -142,7 +142,11 @@ std::vector<Dyld::Candidate> Dyld::rpath_candidates(const std::string& tail, siz
 
 // The application's directory itself too: a library directory's stand-in executable has it as
 // its LC_RPATH.
-bool Dyld::local(const std::string& path) const { return path == roots_.app || starts_with(path, roots_.app + "/"); }
+// A model loaded from where it lies brings its directory: the files beside it ship with it.
+bool Dyld::local(const std::string& path) const {
+  auto under = [&](const std::string& root) { return !root.empty() && (path == root || starts_with(path, root + "/")); };
+  return under(roots_.app) || under(roots_.model_directory);
+}
 
 // forEachPathVariant: the path itself (its @ forms expanded), then the default
 // fallbacks by leaf name or framework partial path for an image that gets them.

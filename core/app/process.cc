@@ -71,7 +71,7 @@ const Process* App::launched(const std::string& arch) {
   if (process) return process.get();
   auto launching = std::make_unique<Process>();
   launching->arch = arch;
-  SearchRoots roots{root_, options_.sysroot};
+  SearchRoots roots{root_, options_.sysroot, ""};
   ProcessImage main;
   main.local = true;
   if (executable_.empty()) {
@@ -134,14 +134,22 @@ ModelLoad App::load_model(const ModelSlice& model) {
   image.exports_known = false;
   image.two_level = model.two_level;
   ProcessImage loaded;
-  std::string leaf = model.install_name.substr(model.install_name.find_last_of('/') + 1);
-  loaded.path = std::string(kModelDirectory) + "/" + (leaf.empty() ? "model.so" : leaf);
+  SearchRoots roots{root_, options_.sysroot, ""};
+  if (!model.path.empty()) {
+    std::error_code error;
+    std::string real = std::filesystem::canonical(model.path, error).string();  // @loader_path is the real path
+    loaded.path = error ? std::filesystem::absolute(model.path).lexically_normal().string() : real;
+    loaded.local = true;
+    roots.model_directory = directory_of(loaded.path);
+  } else {
+    std::string leaf = model.install_name.substr(model.install_name.find_last_of('/') + 1);
+    loaded.path = std::string(kModelDirectory) + "/" + (leaf.empty() ? "model.so" : leaf);
+  }
   loaded.image = &image;
   loaded.dependents.resize(image.dependencies.size());
   loaded.hidden_from_flat = true;
   process.images.push_back(std::move(loaded));
   size_t model_index = process.images.size() - 1;
-  SearchRoots roots{root_, options_.sysroot};
   Dyld dyld(process, files_, roots);
   load.dependencies = dyld.load_dependents(model_index);
   for (size_t index = model_index; index < process.images.size(); ++index)

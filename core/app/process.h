@@ -6,8 +6,9 @@
 // App reads the application once: its main executable and everything that loads at
 // launch, per architecture. load_model() then simulates one dlopen of a model (the
 // way ExecuTorch's AOTI backends load the .so of a .pte: written to a temporary
-// directory and dlopen()ed by the application with RTLD_LAZY | RTLD_LOCAL) on a copy
-// of the launched process, so a thousand models cost one launch.
+// directory and dlopen()ed by the application with RTLD_LAZY | RTLD_LOCAL; or, for a
+// plain file, from where it lies) on a copy of the launched process, so a thousand
+// models cost one launch.
 #pragma once
 
 #include <map>
@@ -118,6 +119,9 @@ struct ModelLoad {
 // What of the model's slice load_model() needs (a SliceReport has it all).
 struct ModelSlice {
   std::string arch;
+  // Where the file lies, dlopen()ed from there (@loader_path is its real directory,
+  // whose files count as present); empty: a blob, written to a temporary directory.
+  std::string path;
   std::vector<Dylib> dependencies;
   std::vector<std::string> rpaths;
   std::vector<BuildTarget> build_targets;

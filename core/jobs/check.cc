@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/app/dyld.h"
+#include "core/io/file_io.h"
 #include "core/rewrite/prune.h"
 
 namespace machofix {
@@ -249,6 +250,9 @@ struct CheckRun {
   std::vector<AppCheck>* app_checks;
   ExternalData& external_data;
   std::vector<Finding>& findings;
+  // The file is a plain Mach-O given by path (not a member, not standard input) and
+  // --load-as file: --app dlopen()s it from where it lies.
+  bool from_own_path = false;
 };
 
 // An AOTI delegate's weights, as the backend's init looks them up: in the .ptd files
@@ -320,7 +324,11 @@ void check_macho(const MachOReport& macho, const std::string& file, const std::s
     std::optional<ModelLoad> load;
     if (!options.app.empty() && run.applications && slice.handled) {
       App& app = run.applications->get(options.app, options.sysroot);
-      if (app.launched(slice.arch)) load = app.load_model(model_slice(slice));
+      if (app.launched(slice.arch)) {
+        ModelSlice model = model_slice(slice);
+        if (run.from_own_path && blob.empty()) model.path = file;
+        load = app.load_model(model);
+      }
       if (run.app_checks) run.app_checks->push_back({file, blob, "", slice.arch, load, app.has_sysroot()});
       context.load = load ? &*load : nullptr;
     }
@@ -499,9 +507,11 @@ namespace {
 
 // Every finding of the file and its archive members, before levels.
 std::vector<Finding> findings_before_levels(const FileReport& report, const CheckOptions& options, Applications* applications,
-                                            std::vector<AppCheck>* app_checks, ExternalData& external_data) {
+                                            std::vector<AppCheck>* app_checks, ExternalData& external_data,
+                                            bool in_archive = false) {
   std::vector<Finding> findings;
-  CheckRun run{options, applications, app_checks, external_data, findings};
+  bool from_own_path = !in_archive && options.load_as.value_or(LoadAs::File) == LoadAs::File && !is_standard_stream(report.path);
+  CheckRun run{options, applications, app_checks, external_data, findings, from_own_path};
   if (report.macho) check_macho(*report.macho, report.path, "", run);
   if (report.pte) {
     for (const BlobReport& blob : report.pte->blobs) {
@@ -514,7 +524,7 @@ std::vector<Finding> findings_before_levels(const FileReport& report, const Chec
   }
   for (const FileReport& member : report.members) {
     size_t member_checks_at = app_checks ? app_checks->size() : 0;
-    for (Finding finding : findings_before_levels(member, options, applications, app_checks, external_data)) {
+    for (Finding finding : findings_before_levels(member, options, applications, app_checks, external_data, true)) {
       finding.blob = finding.blob.empty() ? member.path : member.path + ": " + finding.blob;
       finding.blob_role = finding.blob_role.empty() ? member.path : member.path + ": " + finding.blob_role;
       finding.file = report.path;

@@ -114,6 +114,12 @@ struct Exemption {
 // What the application declares: a contract file (core/jobs/contract.h) and the command
 // line together. Every list is of globs matched as --keep's are (install name or its
 // last component) except the prefixes.
+// How --app loads a model that is a plain file given by path: from where it lies, as
+// dlopen() loads an addon or a plug-in (@loader_path is its directory, the files there
+// count as present); or as ExecuTorch loads a .pte's .so, written to a temporary
+// directory first. Blobs, archive members and standard input are always the latter.
+enum class LoadAs { File, Blob };
+
 struct CheckOptions {
   std::vector<std::string> allowed_prefixes;  // added to /usr/lib/ and /System/Library/
   std::vector<std::string> forbidden;         // --forbid GLOB: no dependency may match
@@ -125,6 +131,7 @@ struct CheckOptions {
   std::optional<uint32_t> min_macos;          // --min-macos, packed as in LC_BUILD_VERSION
   std::vector<std::string> archs;             // --arch: slices every image must have
   std::vector<std::string> ptd_files;         // --ptd: the .ptd files the application passes with the models
+  std::optional<LoadAs> load_as;              // --load-as, the contract's load_as; none: File
   // The declare-what-you-ship rules run: a contract file was read, or one of
   // --provided, --allowed-rpath, --required was given.
   bool declared = false;

@@ -30,7 +30,7 @@ const Key kKeys[] = {
 
 // Keys of one string: the application to load the models in (check --app), where
 // the system's libraries are, and the oldest macOS the application supports.
-const char* const kSingleKeys[] = {"app", "sysroot", "min_macos"};
+const char* const kSingleKeys[] = {"app", "sysroot", "min_macos", "load_as"};
 
 std::string key_names() {
   std::string names;
@@ -79,6 +79,11 @@ void read_single_key(const std::string& path, const std::string& key, const toml
   if (!text || text->get().empty()) fail_at_source(path, value.source(), "key '" + key + "' takes a non-empty string");
   if (key == "app") contract.app = contract_relative(path, text->get());
   if (key == "sysroot") contract.sysroot = contract_relative(path, text->get());
+  if (key == "load_as") {
+    if (text->get() != "file" && text->get() != "blob")
+      fail_at_source(path, value.source(), "key 'load_as': '" + text->get() + "' is neither \"file\" nor \"blob\"");
+    contract.load_as = text->get() == "blob" ? LoadAs::Blob : LoadAs::File;
+  }
   if (key == "min_macos") {
     contract.min_macos = parse_version(text->get());
     if (!contract.min_macos)
@@ -212,6 +217,7 @@ CheckOptions combined(const CheckOptions& contract, const CheckOptions& extra) {
   if (!extra.app.empty()) all.app = extra.app;
   if (!extra.sysroot.empty()) all.sysroot = extra.sysroot;
   if (extra.min_macos) all.min_macos = extra.min_macos;
+  if (extra.load_as) all.load_as = extra.load_as;
   // The command line's levels over the contract's; either may make warnings errors.
   for (const auto& [rule, level] : extra.levels) all.levels[rule] = level;
   all.warnings_as_errors = contract.warnings_as_errors || extra.warnings_as_errors;

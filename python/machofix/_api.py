@@ -128,7 +128,7 @@ class Machofix:
               app: Optional[PathLike] = None, sysroot: Optional[PathLike] = None, min_macos: Optional[str] = None,
               arch: Optional[Globs] = None, ptd: Optional[Union[PathLike, Sequence[PathLike]]] = None,
               levels: Optional[Dict[str, str]] = None, warnings_as_errors: bool = False,
-              no_app: bool = False) -> Report:
+              no_app: bool = False, load_as: Optional[str] = None) -> Report:
         """The CI gate. Findings are a result (`report.findings`, `report.ok` false),
         not an error: only machofix's errors (exit 2, a malformed contract file
         included) raise. `forbid`: globs no dependency may match (install name or its
@@ -145,7 +145,9 @@ class Machofix:
         with the models (their weights). `levels`: {rule id: "error" | "warning" |
         "note" | "off"}; `warnings_as_errors`: every warning fails the gate. An .app
         bundle among `paths` is checked as that application (as `app`) unless
-        `no_app`."""
+        `no_app`. `load_as`: "file" (a plain Mach-O is dlopen()ed from where it
+        lies, the default) or "blob" (written to a temporary directory first, as
+        ExecuTorch loads a .pte's .so)."""
         options = (_repeated("--provided", provided) + _repeated("--allow-prefix", allow_prefix) +
                    _repeated("--forbid", forbid) + _repeated("--allowed-rpath", allowed_rpath) +
                    _repeated("--required", required) + _valued("--contract", contract) +
@@ -153,7 +155,8 @@ class Machofix:
                    _repeated("--only", only) + _valued("--app", app) + _valued("--sysroot", sysroot) +
                    _valued("--min-macos", min_macos) + _repeated("--arch", arch) + _repeated_paths("--ptd", ptd) +
                    _repeated("--level", [f"{rule}={level}" for rule, level in (levels or {}).items()]) +
-                   _flag("--warnings-as-errors", warnings_as_errors) + _flag("--no-app", no_app))
+                   _flag("--warnings-as-errors", warnings_as_errors) + _flag("--no-app", no_app) +
+                   _valued("--load-as", load_as))
         return self._report("check", options + _valued("--jobs", jobs), paths, (0, 1))
 
     def verify(self, paths: Paths, *, jobs: Optional[int] = None) -> Report:
@@ -229,11 +232,13 @@ def check(paths: Paths, *, provided: Optional[Globs] = None, allow_prefix: Optio
           keep: Optional[Globs] = None, only: Optional[Globs] = None, jobs: Optional[int] = None,
           app: Optional[PathLike] = None, sysroot: Optional[PathLike] = None, min_macos: Optional[str] = None,
           arch: Optional[Globs] = None, ptd: Optional[Union[PathLike, Sequence[PathLike]]] = None,
-          levels: Optional[Dict[str, str]] = None, warnings_as_errors: bool = False, no_app: bool = False) -> Report:
+          levels: Optional[Dict[str, str]] = None, warnings_as_errors: bool = False, no_app: bool = False,
+          load_as: Optional[str] = None) -> Report:
     return _default.check(paths, provided=provided, allow_prefix=allow_prefix, forbid=forbid,
                           allowed_rpath=allowed_rpath, required=required, contract=contract, no_contract=no_contract,
                           sarif=sarif, keep=keep, only=only, jobs=jobs, app=app, sysroot=sysroot, min_macos=min_macos,
-                          arch=arch, ptd=ptd, levels=levels, warnings_as_errors=warnings_as_errors, no_app=no_app)
+                          arch=arch, ptd=ptd, levels=levels, warnings_as_errors=warnings_as_errors, no_app=no_app,
+                          load_as=load_as)
 
 
 def verify(paths: Paths, *, jobs: Optional[int] = None) -> Report:

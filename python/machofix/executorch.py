@@ -226,9 +226,11 @@ def install(*, contract: Optional[PathLike] = None, no_contract: bool = False, f
     if _installed is not None:
         raise ExportStepError("machofix.executorch: a step is already installed; uninstall it first")
     module = _seam_module()
+    # The .so lies in Inductor's output directory, but the runtime writes it to a
+    # temporary directory and dlopen()s it there: it is checked as that blob.
     check_options = dict(contract=contract, no_contract=no_contract, forbid=forbid, provided=provided,
                          allow_prefix=allow_prefix, allowed_rpath=allowed_rpath, required=required, app=app,
-                         sysroot=sysroot, min_macos=min_macos, arch=arch, only=only, keep=keep)
+                         sysroot=sysroot, min_macos=min_macos, arch=arch, only=only, keep=keep, load_as="blob")
     step = ExportStep(Machofix(executable), check_options, dict(only=only, keep=keep))
     step._install(module)
     _installed = step

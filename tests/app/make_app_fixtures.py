@@ -865,11 +865,12 @@ CHECKS = [
           bindings={"arm64": {"_napi_module_register": missing()}}),
     # The model's own LC_RPATH @loader_path: the temporary directory, then the app's rpath.
     Check("loaderpath_vs_omp", "m_loaderpath", "OMP.app",
-          "@loader_path (the temporary directory) has nothing; the executable's rpath finds libomp",
+          "@loader_path (the model's own directory, loaded from where it lies) has no libomp; the executable's "
+          "rpath finds it",
           bindings=omp_bindings("OMP.app")),
     Check("loaderpath_vs_plain", "m_loaderpath", "Plain.app",
           "both rpaths tried, the model's first", [lnl(RPATH_OMP)],
-          tried={RPATH_OMP: [{"path": "@loader_path/libomp.dylib", "reason": "no such file"},
+          tried={RPATH_OMP: [{"path": "models/libomp.dylib", "reason": "no such file"},
                              {"path": APPS["Plain.app"].lib("libomp.dylib"), "reason": "no such file"}]}),
     # Minimum macOS.
     Check("newer_vs_omp_min13", "m_newer", "OMP.app", "built for 14.0, the app supports 13.0",

@@ -144,7 +144,7 @@ TEST_CASE("contract files: read, combined, refused with file, line and key") {
 
   CHECK(refusal(dir.write("typo.toml", "provided = []\nforbidd = ['x']\n")) ==
         dir.path.string() + "/typo.toml: line 2, column 1: unknown key 'forbidd' (the keys are provided, allow_prefix, "
-                            "allowed_rpaths, forbid, required, arch, ptd, app, sysroot, min_macos, warnings_as_errors, [levels], [[exempt]])");
+                            "allowed_rpaths, forbid, required, arch, ptd, app, sysroot, min_macos, load_as, warnings_as_errors, [levels], [[exempt]])");
   std::string table = refusal(dir.write("table.toml", "[provided]\nx = 1\n"));
   CHECK(table.find("line 1, column ") != std::string::npos);
   CHECK(table.find("key 'provided' takes a string or an array") != std::string::npos);
