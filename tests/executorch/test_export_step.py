@@ -12,6 +12,8 @@ is /opt/llvm-openmp/lib/libomp.dylib.
 - with it the .pte passes both, its so key is ExecuTorch's own (the sha256 of the
   repaired .so), ExecuTorch's runtime loads it and its signature verifies;
 - with a codesign identity, ExecuTorch's codesign_so still runs, after the repair;
+- a .so that finds libomp only beside it in Inductor's output directory stops the export
+  (it is checked as the blob it becomes, from a temporary directory);
 - a used libomp under forbid ["*omp*"] stops the export with the finding, and so
   does one that the application given as `app` does not ship;
 - a .so that needs nothing is not touched; a backend's non-Mach-O .so is passed over,
@@ -75,6 +77,26 @@ def link(name, tbd, work):
     return so
 
 
+def link_with_libomp_beside(tbd, work):
+    """A .so that uses an @rpath/libomp.dylib it finds through LC_RPATH @loader_path,
+    and that libomp: a .so that loads only where libomp lies beside it."""
+    (work / "omp_stub.c").write_text("int omp_get_max_threads(void) { return 4; }\n")
+    (work / "beside.c").write_text(SOURCES["used_omp"])
+    libomp, so = work / "libomp.dylib", work / "beside.so"
+    for command in (["clang-16", "-target", "arm64-apple-macos13", "-O2", "-c", work / "omp_stub.c", "-o", work / "omp_stub.o"],
+                    ["clang-16", "-target", "arm64-apple-macos13", "-O2", "-fno-builtin", "-c", work / "beside.c",
+                     "-o", work / "beside.o"],
+                    ["ld64.lld-16", "-arch", "arm64", "-platform_version", "macos", "13.0", "14.0", "-dylib",
+                     "-install_name", "@rpath/libomp.dylib", work / "omp_stub.o", tbd / "libSystem.tbd", "-o", libomp],
+                    ["ld64.lld-16", "-arch", "arm64", "-platform_version", "macos", "13.0", "14.0", "-dylib",
+                     "-install_name", "beside.so", work / "beside.o", tbd / "libSystem.tbd", libomp,
+                     "-rpath", "@loader_path", "-o", so]):
+        done = run(*command)
+        if done.returncode:
+            sys.exit(f"{command[0]}: {done.stderr}")
+    return so, libomp
+
+
 def check(args, pte, *options):
     done = run(args.machofix, "check", "--json=-", *options, pte)
     return done.returncode, [f["rule"] for f in json.loads(done.stdout)["findings"]] if done.stdout else done.stderr
@@ -88,11 +110,14 @@ def so_blob(args, pte):
     return blob["keys"][0], data
 
 
-def export(args, so, work, name, specs=()):
+def export(args, so, work, name, specs=(), beside=()):
+    """beside: files Inductor's output directory holds next to the .so."""
     out = work / f"{name}.pte"
     scratch = work / f"{name}.export"
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir()
+    for path in beside:
+        shutil.copyfile(path, scratch / Path(path).name)
     out.write_bytes(export_harness.export_pte(str(so), b"w" * 64, list(specs), str(scratch)))
     return out
 
@@ -202,6 +227,21 @@ def main():
             stopped = error
     expect("a used libomp the application lacks stops the export with library-not-loaded",
            stopped is not None and "[library-not-loaded]" in str(stopped), stopped)
+
+    # Checked where the runtime loads it: a .so that finds libomp only beside it in
+    # Inductor's output directory will be dlopen()ed from a temporary directory.
+    beside_so, beside_omp = link_with_libomp_beside(args.tbd, work)
+    status, _ = check(args, beside_so, *app)
+    expect("control: checked as a file, with libomp beside it, the .so loads in the application", status == 0, status)
+    with step_module.export_step(**app_options):
+        try:
+            export(args, beside_so, work, "beside", beside=[beside_omp])
+            stopped = None
+        except step_module.ExportStepError as error:
+            stopped = error
+    expect("the step checks the .so as the blob it becomes: libomp beside it in Inductor's output directory does "
+           "not count, the export stops with library-not-loaded", stopped is not None
+           and "[library-not-loaded]" in str(stopped) and "<temporary directory>/libomp.dylib" in str(stopped), stopped)
 
     # A clean .so: not touched.
     clean = work / "clean.so"
