@@ -111,15 +111,15 @@ struct Exemption {
   std::string dylib;  // a glob, matched as --keep's are (install name or last component)
 };
 
-// What the application declares: a contract file (core/jobs/contract.h) and the command
-// line together. Every list is of globs matched as --keep's are (install name or its
-// last component) except the prefixes.
 // How --app loads a model that is a plain file given by path: from where it lies, as
 // dlopen() loads an addon or a plug-in (@loader_path is its directory, the files there
 // count as present); or as ExecuTorch loads a .pte's .so, written to a temporary
 // directory first. Blobs, archive members and standard input are always the latter.
 enum class LoadAs { File, Blob };
 
+// What the application declares: a contract file (core/jobs/contract.h) and the command
+// line together. Every list is of globs matched as --keep's are (install name or its
+// last component) except the prefixes.
 struct CheckOptions {
   std::vector<std::string> allowed_prefixes;  // added to /usr/lib/ and /System/Library/
   std::vector<std::string> forbidden;         // --forbid GLOB: no dependency may match
@@ -248,11 +248,11 @@ std::vector<Finding> check_findings(const FileReport& report, const CheckOptions
 // every loader rule an image breaks (core/format/loader_rules.h); each line names the blob
 // and slice. And the notes on what could not be checked.
 std::vector<std::string> verify_failures(const FileReport& report);
+std::vector<std::string> verify_notes(const FileReport& report);
 
 // How many dependencies of the file's slices check could not follow: named through a
 // run-time path (@rpath/, @loader_path/, @executable_path/), not weak, with no
 // application (options.app) to look them up in and nothing declared to hold them to.
 size_t unfollowed_dependencies(const FileReport& report, const CheckOptions& options);
-std::vector<std::string> verify_notes(const FileReport& report);
 
 }  // namespace machofix
