@@ -15,15 +15,16 @@ under executorch-COMMIT/ (here both subsets and files outside them). Then:
 - GitHub's archive copied into $MACHOFIX_THIRD_PARTY is used offline; a subset archive
   there whose sha256 is not the pinned one is refused.
 """
-import http.server
 import io
 import os
 import shutil
 import subprocess
 import sys
 import tarfile
-import threading
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
+from loopback_server import LoopbackServer  # noqa: E402
 
 failures = []
 
@@ -57,27 +58,13 @@ def github_archive(commit, subset_dirs, tamper=False):
     return buffer.getvalue()
 
 
-class GitHub:
-    """Serves one archive at one path; counts the requests."""
+class GitHub(LoopbackServer):
+    """Serves archives at their paths."""
 
     def __init__(self):
-        self.archives, self.requests = {}, 0
-        github = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                github.requests += 1
-                body = github.archives.get(self.path)
-                self.send_response(200 if body is not None else 404)
-                self.send_header("Content-Length", str(len(body or b"")))
-                self.end_headers()
-                self.wfile.write(body or b"")
-
-            def log_message(self, *args):
-                pass
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.archives = {}
+        super().__init__(self.archives.get)
+        self.url = self.base
 
 
 def main(argv):
@@ -105,13 +92,13 @@ def main(argv):
     github.archives[path] = github_archive(commit, [python_dir, runtime_dir])
     results = [fetch(name, name, "cache", "--no-local") for name in ("executorch-runtime", "executorch-python")]
     expect("both subsets come from GitHub's archive, downloaded once",
-           all(code == 0 for code, _ in results) and github.requests == 1, (results, github.requests))
+           all(code == 0 for code, _ in results) and len(github.requests) == 1, (results, github.requests))
     expect("with nothing outside them",
            not (work / "executorch-runtime/executorch/README.md").exists()
            and not (work / "executorch-python/executorch/backends/cuda").exists()
            and (work / "executorch-python/executorch/exir").is_dir())
     code, said = fetch("executorch-python", "executorch-python", "cache", "--no-local")
-    expect("a second run reads nothing", code == 0 and "already in place" in said and github.requests == 1, said)
+    expect("a second run reads nothing", code == 0 and "already in place" in said and len(github.requests) == 1, said)
 
     github.archives[path] = github_archive(commit, [python_dir, runtime_dir], tamper=True)
     code, said = fetch("executorch-python", "tampered", "cache-tampered", "--no-local")
@@ -129,7 +116,7 @@ def main(argv):
     (offline / f"executorch-{commit}.tar.gz").write_bytes(github_archive(commit, [python_dir, runtime_dir]))
     code, said = fetch("executorch-runtime", "offline", "cache-none", third_party=offline)
     expect("GitHub's archive in $MACHOFIX_THIRD_PARTY is used, offline",
-           code == 0 and "executorch-" in said and github.requests == 3, (said, github.requests))
+           code == 0 and "executorch-" in said and len(github.requests) == 3, (said, github.requests))
     (offline / f"executorch-runtime-{commit[:7]}.tar.gz").write_bytes(b"not the pinned archive")
     code, said = fetch("executorch-runtime", "wrong", "cache-none", third_party=offline)
     expect("a subset archive there with another sha256 is refused",

@@ -20,14 +20,15 @@ fail, naming what is wrong, and leave no .dsc behind that a later run would take
 """
 
 import hashlib
-import http.server
 import json
 import os
 import subprocess
 import sys
 import tempfile
-import threading
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
+from loopback_server import LoopbackServer  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 NAME, VERSION = "machofix-probe", "1.0-1"
@@ -54,30 +55,13 @@ def make_package(directory):
     return files, hashlib.sha256(dsc).hexdigest()
 
 
-class Servers:
+class Servers(LoopbackServer):
     """Debian's archive (nothing) and its snapshot archive (`files`), on loopback."""
 
     def __init__(self, files):
         self.files = dict(files)
-        self.requests = []
         self.corrupt = None  # a file name served with other bytes than its sha1's
-        servers = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                servers.requests.append(self.path)
-                body = servers.answer(self.path)
-                self.send_response(200 if body is not None else 404)
-                self.send_header("Content-Length", str(len(body or b"")))
-                self.end_headers()
-                self.wfile.write(body or b"")
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        super().__init__(self.answer)
 
     def answer(self, path):
         # The .dsc first: a fetch that wrote each file as it came would leave a .dsc

@@ -16,15 +16,16 @@ the test says so and is skipped (77). With `--fetch-only`:
 - nothing served: exit 3, naming the URL and how to get the archive.
 """
 import hashlib
-import http.server
 import io
 import os
 import shutil
 import subprocess
 import sys
 import tarfile
-import threading
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
+from loopback_server import LoopbackServer  # noqa: E402
 
 VERSION = "0.9.0"
 failures = []
@@ -61,28 +62,6 @@ def tampered(archive):
     return out.getvalue()
 
 
-class Server:
-    def __init__(self):
-        self.files, self.requests = {}, []
-        server = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                server.requests.append(self.path)
-                body = server.files.get(self.path)
-                self.send_response(200 if body is not None else 404)
-                self.send_header("Content-Length", str(len(body or b"")))
-                self.end_headers()
-                self.wfile.write(body or b"")
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-
 def main(argv):
     repo, work = Path(argv[1]).resolve(), Path(argv[2]).resolve()
     archive = original_archive(repo)
@@ -91,7 +70,8 @@ def main(argv):
         return 77
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    server = Server()
+    files = {}
+    server = LoopbackServer(files.get)
     path = f"/lief-project/LIEF/archive/refs/tags/{VERSION}.tar.gz"
     env = dict(os.environ, MACHOFIX_GITHUB=server.base, MACHOFIX_CACHE_DIR=str(work / "cache"),
                MACHOFIX_LIEF_TARBALL=str(work / "absent.tar.gz"), TMPDIR=str(work))
@@ -102,7 +82,7 @@ def main(argv):
                               timeout=300)
 
     cached = work / "cache" / "lief" / f"LIEF-{VERSION}-upstream.tar.gz"
-    server.files[path] = archive
+    files[path] = archive
     done = fetch()
     expect("served on loopback: downloaded, its files hold the pinned content hash, kept in the cache",
            done.returncode == 0 and server.requests == [path] and cached.is_file()
@@ -112,12 +92,12 @@ def main(argv):
     expect("a second run downloads nothing", done.returncode == 0 and server.requests == [path], server.requests)
 
     cached.unlink()
-    server.files[path] = tampered(archive)
+    files[path] = tampered(archive)
     done = fetch()
     expect("one byte of one file changed: refused, naming the content hash, and not kept",
            done.returncode == 1 and "content hash" in done.stderr and not cached.exists(), done.stderr)
 
-    del server.files[path]
+    del files[path]
     done = fetch()
     expect("nothing served: exit 3, naming the URL and how to get the archive",
            done.returncode == 3 and server.base + path in done.stderr and "MACHOFIX_LIEF_TARBALL" in done.stderr
