@@ -231,6 +231,11 @@ class Contracts {
   explicit Contracts(const Settings& settings) : settings_(settings) {
     extra_ = settings.check;
     extra_.declared = !extra_.provided.empty() || !extra_.allowed_rpaths.empty() || !extra_.required.empty();
+    // Which PATHs are bundles is asked once, not for every file found under them.
+    for (std::string given : settings.paths) {
+      while (given.size() > 1 && given.back() == '/') given.pop_back();
+      if (is_app_bundle(given)) bundles_given_.push_back(given);
+    }
   }
 
   // What `path` is held to: its contract and the command line's declarations. Throws
@@ -275,10 +280,8 @@ class Contracts {
 
   // The .app bundle among the PATHs given that holds `path` (or is it); "" for none.
   std::string app_given_as_path(const std::string& path) const {
-    for (std::string given : settings_.paths) {
-      while (given.size() > 1 && given.back() == '/') given.pop_back();
-      if ((path == given || path.starts_with(given + "/")) && is_app_bundle(given)) return given;
-    }
+    for (const std::string& given : bundles_given_)
+      if (path == given || path.starts_with(given + "/")) return given;
     return "";
   }
 
@@ -287,6 +290,7 @@ class Contracts {
   std::map<std::string, CheckOptions> read_;
   std::vector<std::string> used_;
   std::vector<std::string> apps_from_paths_;
+  std::vector<std::string> bundles_given_;  // the PATHs that are .app bundles, without trailing '/'
 };
 
 bool write_text_file(const std::string& path, const std::string& text, const char* what) {
