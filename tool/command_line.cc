@@ -249,27 +249,24 @@ const char* const kCheckRules =
     "a model and computes without its weights. With no .ptd given, weights not in the .pte are a warning naming the "
     "key.";
 
-CLI::App* add_check(CLI::App& app, HelpFormatter& help, Settings& settings) {
-  CLI::App* check = add_command(
-      app, help, "check", "CI gate: exit 1 if a dependency or rpath breaks a rule of portability (or of the contract)",
-      "PATH... [OPTIONS]");
-  add_paths(check, settings, "Mach-O, .pte or .ptd files, archives of them, or directories");
-  add_globs(check, "--allow-prefix", settings.check.allowed_prefixes,
+// The rules of `check` and what they hold the files to: `check` and `fix` take the same.
+void add_check_rules(CLI::App* command, Settings& settings) {
+  add_globs(command, "--allow-prefix", settings.check.allowed_prefixes,
             "also accept absolute install names and rpaths under PREFIX; repeatable", "PREFIX");
-  add_globs(check, "--forbid", settings.check.forbidden,
+  add_globs(command, "--forbid", settings.check.forbidden,
             "a dependency whose install name (or its last component) matches GLOB is a finding, used or not, "
             "e.g. '*omp*'; repeatable");
-  add_globs(check, "--provided", settings.check.provided,
+  add_globs(command, "--provided", settings.check.provided,
             "the application ships libraries with install names matching GLOB, e.g. '@rpath/libomp.dylib'; repeatable");
-  add_globs(check, "--allowed-rpath", settings.check.allowed_rpaths,
+  add_globs(command, "--allowed-rpath", settings.check.allowed_rpaths,
             "accept LC_RPATH entries matching GLOB (the whole path), e.g. '/opt/myapp/lib'; repeatable");
-  add_globs(check, "--required", settings.check.required,
+  add_globs(command, "--required", settings.check.required,
             "libraries matching GLOB must be present at load: a weak link to them is a finding; repeatable");
-  check->add_option("--app", settings.check.app,
+  command->add_option("--app", settings.check.app,
                     "load every model in this application as dyld would, and report what does not load or bind: an "
                     ".app bundle, a Mach-O executable, or a directory of the application's libraries")
       ->type_name("APP");
-  check->add_option_function<std::string>(
+  command->add_option_function<std::string>(
            "--load-as",
            [&settings](const std::string& text) { settings.check.load_as = text == "blob" ? LoadAs::Blob : LoadAs::File; },
            "with --app, how a plain Mach-O given by path is loaded: file (default), dlopen()ed from where it lies "
@@ -277,28 +274,28 @@ CLI::App* add_check(CLI::App& app, HelpFormatter& help, Settings& settings) {
            "first, as ExecuTorch loads a .pte's .so (which .pte blobs, archive members and standard input always are)")
       ->type_name("file|blob")
       ->check(CLI::IsMember({"file", "blob"}));
-  check->add_option("--sysroot", settings.check.sysroot,
+  command->add_option("--sysroot", settings.check.sysroot,
                     "with --app: look system libraries up here (an SDK's .tbd stubs or a copy of a Mac's libraries); "
                     "without it they are taken as present, their symbols unchecked")
       ->type_name("DIR");
-  check->add_option_function<std::string>(
+  command->add_option_function<std::string>(
            "--min-macos", [&settings](const std::string& text) { settings.check.min_macos = parse_version(text); },
            "a slice built for a newer macOS than VERSION is a finding (min-macos)")
       ->type_name("VERSION")
       ->check([](const std::string& text) { return parse_version(text) ? std::string() : "not a version such as 13.0: " + text; });
-  check->add_option("--arch", settings.check.archs,
+  command->add_option("--arch", settings.check.archs,
                     "an image without a slice for ARCH is a finding (arch-missing); repeatable")
       ->type_name("ARCH")
       ->allow_extra_args(false)
       ->check([](const std::string& arch) {
         return known_arch(arch) ? std::string() : "not an architecture (" + std::string(kArchNames) + "): " + arch;
       });
-  check->add_option("--ptd", settings.check.ptd_files,
+  command->add_option("--ptd", settings.check.ptd_files,
                     "a .ptd file the application passes with the models: AOTI weights not in a .pte are looked up "
                     "there (missing-weights); repeatable")
       ->type_name("FILE")
       ->allow_extra_args(false);
-  check->add_option_function<std::vector<std::string>>(
+  command->add_option_function<std::vector<std::string>>(
            "--level",
            [&settings](const std::vector<std::string>& values) {
              for (const std::string& given : values) {
@@ -318,17 +315,25 @@ CLI::App* add_check(CLI::App& app, HelpFormatter& help, Settings& settings) {
           return "not a level (error, warning, note or off): " + given.substr(equals + 1);
         return "";
       });
-  check->add_flag("--warnings-as-errors", settings.check.warnings_as_errors,
+  command->add_flag("--warnings-as-errors", settings.check.warnings_as_errors,
                   "every warning fails the gate, as an error does");
-  check->add_option("--contract", settings.contract, "the contract file (TOML) to hold the models to, instead of "
+  command->add_option("--contract", settings.contract, "the contract file (TOML) to hold the models to, instead of "
                                                      "a machofix.toml found beside them")
       ->type_name("FILE");
-  check->add_flag("--no-contract", settings.no_contract, "read no contract file");
-  check->add_flag("--no-app", settings.no_app,
+  command->add_flag("--no-contract", settings.no_contract, "read no contract file");
+  command->add_flag("--no-app", settings.no_app,
                   "check an .app bundle given as a PATH file by file, instead of loading its images in it as dyld "
                   "would (the default, as --app PATH)");
-  check->add_option("--sarif", settings.sarif, "also write the findings as SARIF 2.1.0 to FILE (- for stdout)")
+  command->add_option("--sarif", settings.sarif, "also write the findings as SARIF 2.1.0 to FILE (- for stdout)")
       ->type_name("FILE");
+}
+
+CLI::App* add_check(CLI::App& app, HelpFormatter& help, Settings& settings) {
+  CLI::App* check = add_command(
+      app, help, "check", "CI gate: exit 1 if a dependency or rpath breaks a rule of portability (or of the contract)",
+      "PATH... [OPTIONS]");
+  add_paths(check, settings, "Mach-O, .pte or .ptd files, archives of them, or directories");
+  add_check_rules(check, settings);
   check->add_option("--sarif-root", settings.sarif_root,
                     "write SARIF URIs relative to DIR (default: the top of the git work tree holding the current "
                     "directory, else the current directory), as code scanning matches them to the repository's files")
@@ -338,6 +343,36 @@ CLI::App* add_check(CLI::App& app, HelpFormatter& help, Settings& settings) {
   add_policy(check, settings, kCheckWords);
   add_note(check, kCheckRules);
   return check;
+}
+
+const char* const kFixNote =
+    "For every finding check reports with the same options, fix makes the least edit that removes it: an unused "
+    "dependency is removed (as prune does), a repeated LC_RPATH deleted, and with --app a dependency that is not "
+    "loaded renamed to the name dyld finds it by in the application (a library loaded at launch, @rpath/ through an "
+    "rpath, else @executable_path/), or to the system's install name (/usr/lib/...); without --app to the name "
+    "the contract's provided says. A build machine's rpath the renamed or removed dependencies leave unused goes. "
+    "A file is written only if its repaired form passes check with the same options; otherwise nothing is "
+    "written for it, the exit status is 1, and the report lists the edits it would have made and the findings "
+    "that remain. A file check passes is left as it is (with -o, a byte copy). docs/commands/fix.md has the rules.";
+
+CLI::App* add_fix(CLI::App& app, HelpFormatter& help, Settings& settings) {
+  CLI::App* fix = add_command(app, help, "fix", "make models load: the least edit that removes each finding of check, "
+                                                "written only if the result passes check",
+                              "PATH... (-o OUT | --in-place | --dry-run) [OPTIONS]");
+  add_paths(fix, settings, "Mach-O, .pte or .ptd files, archives of them, or directories (recursive)");
+  add_output(fix, settings);
+  fix->add_flag("--dry-run", settings.job.dry_run, "report what would change, and check the result; write nothing");
+  fix->add_option("--backup", settings.job.backup_suffix, "with --in-place: keep each replaced original as NAME+SUFFIX")
+      ->type_name("SUFFIX");
+  fix->add_flag("--sign", settings.job.repair.sign_unsigned, "also sign unsigned slices (ad hoc)");
+  fix->add_flag("--adhoc", settings.job.repair.replace_identity,
+                "replace an identity (Developer ID) signature with an ad hoc one; without it such files are refused");
+  add_check_rules(fix, settings);
+  add_json(fix, settings);
+  add_jobs(fix, settings);
+  add_policy(fix, settings, kPruneWords);
+  add_note(fix, kFixNote);
+  return fix;
 }
 
 CLI::App* add_help(CLI::App& app, HelpFormatter& help, Settings& settings) {
@@ -351,7 +386,7 @@ Commands add_commands(CLI::App& app, HelpFormatter& help, Settings& settings) {
   commands.to_run = {{add_inspect(app, help, settings), Command::Inspect}, {add_prune(app, help, settings), Command::Prune},
                      {add_sign(app, help, settings), Command::Sign},       {add_edit(app, help, settings), Command::Edit},
                      {add_verify(app, help, settings), Command::Verify},
-                     {add_check(app, help, settings), Command::Check}};
+                     {add_check(app, help, settings), Command::Check},     {add_fix(app, help, settings), Command::Fix}};
   commands.help = add_help(app, help, settings);
   return commands;
 }

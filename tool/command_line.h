@@ -32,7 +32,7 @@ struct Settings {
   bool quiet = false;
 };
 
-enum class Command { Inspect, Prune, Sign, Edit, Verify, Check };
+enum class Command { Inspect, Prune, Sign, Edit, Verify, Check, Fix };
 
 // The command to run, or none when the run is over: help or the version was
 // printed (status 0), or a mistake was reported on stderr (status 2).

@@ -18,6 +18,7 @@
 #include "core/jobs/batch.h"
 #include "core/jobs/check.h"
 #include "core/jobs/contract.h"
+#include "core/jobs/fix.h"
 #include "core/base/error.h"
 #include "core/io/file_io.h"
 #include "core/jobs/job.h"
@@ -27,6 +28,7 @@
 #include "tool/progress.h"
 #include "tool/report.h"
 #include "tool/report_text.h"
+#include "tool/rules.h"
 #include "tool/sarif.h"
 
 namespace machofix::cli {
@@ -125,7 +127,7 @@ void warn_unmatched_globs(const Settings& settings, const std::vector<FileReport
   warn("--forbid", settings.check.forbidden);
 }
 
-Outcome run_all(const Settings& settings, Operation operation) {
+Outcome run_all(const Settings& settings, Operation operation, const JobRunner& runner = {}) {
   BatchPlan plan = plan_batch(settings.paths, settings.job.output, settings.job.in_place);
   ProgressBar bar(!settings.quiet, progress_mode(std::getenv("MACHOFIX_PROGRESS")), plan.items.size(), plan.total_size());
   BatchProgress progress;
@@ -133,7 +135,7 @@ Outcome run_all(const Settings& settings, Operation operation) {
   progress.file_done = [&](size_t, size_t, const FileReport& latest) { bar.file_done(latest); };
   progress.bytes_done = [&](uint64_t bytes) { bar.add_bytes(bytes); };
   Outcome outcome;
-  outcome.reports = run_batch(plan, operation, settings.job, settings.jobs, progress);
+  outcome.reports = run_batch(plan, operation, settings.job, settings.jobs, progress, runner);
   bar.finish();
   print_problems(outcome.reports);
   warn_unmatched_globs(settings, outcome.reports);
@@ -175,18 +177,24 @@ bool stdout_usable(const Settings& settings) {
   return true;
 }
 
-// prune, sign and edit.
-int run_rewrite(const Settings& settings, Operation operation, const char* command) {
+// Where a rewriting command writes: exactly one of -o and --in-place, unless a dry run.
+bool output_options_usable(const Settings& settings, const char* command) {
   const JobOptions& job = settings.job;
   if (job.in_place == !job.output.empty() && !job.dry_run) {
     spdlog::error("{} needs exactly one of -o OUT and --in-place (or --dry-run)", command);
-    return kExitError;
+    return false;
   }
   if (!job.backup_suffix.empty() && !job.in_place) {
     spdlog::error("--backup only makes sense with --in-place");
-    return kExitError;
+    return false;
   }
-  if (!stdout_usable(settings)) return kExitError;
+  return stdout_usable(settings);
+}
+
+// prune, sign and edit.
+int run_rewrite(const Settings& settings, Operation operation, const char* command) {
+  const JobOptions& job = settings.job;
+  if (!output_options_usable(settings, command)) return kExitError;
   std::ostream& text = output_to_stdout(settings) ? std::cerr : std::cout;
   bool batch = batch_mode(settings);
   Outcome outcome = run_all(settings, operation);
@@ -323,10 +331,40 @@ bool check_options_usable(const Settings& settings) {
   return true;
 }
 
+// The options check ran with for one file, as the words `machofix fix` takes, so that
+// the repair hint repairs under the same rules: the contract, the declarations, the
+// application (given, or the .app the file was found in), the targets and levels.
+std::string fix_arguments(const Settings& settings, const CheckOptions& options) {
+  std::string words;
+  auto add = [&](const char* option, const std::string& value) { words += std::string(" ") + option + " " + shell_quoted(value); };
+  auto add_all = [&](const char* option, const std::vector<std::string>& values) {
+    for (const std::string& value : values) add(option, value);
+  };
+  if (!settings.contract.empty()) add("--contract", settings.contract);
+  if (settings.no_contract) words += " --no-contract";
+  add_all("--provided", settings.check.provided);
+  add_all("--allowed-rpath", settings.check.allowed_rpaths);
+  add_all("--allow-prefix", settings.check.allowed_prefixes);
+  add_all("--required", settings.check.required);
+  add_all("--forbid", settings.check.forbidden);
+  add_all("--keep", settings.job.repair.prune.keep);
+  add_all("--only", settings.job.repair.prune.only);
+  if (!options.app.empty() && settings.check.app.empty()) add("--app", options.app);
+  if (!settings.check.app.empty()) add("--app", settings.check.app);
+  if (!settings.check.sysroot.empty()) add("--sysroot", settings.check.sysroot);
+  if (settings.check.load_as) add("--load-as", *settings.check.load_as == LoadAs::Blob ? "blob" : "file");
+  add_all("--ptd", settings.check.ptd_files);
+  add_all("--arch", settings.check.archs);
+  if (settings.check.min_macos) add("--min-macos", version_text(*settings.check.min_macos));
+  for (const auto& [rule, level] : settings.check.levels) add("--level", std::string(rule_id(rule)) + "=" + level_name(level));
+  if (settings.check.warnings_as_errors) words += " --warnings-as-errors";
+  return words;
+}
+
 // The findings of every file, each held to its contract; nullopt (after an error
 // message, kept in `error`) when a contract file is malformed, or an application
 // (--app) or a .ptd cannot be read: a gate must not pass on a broken one.
-std::optional<std::vector<Finding>> all_findings(const std::vector<FileReport>& reports, Contracts& contracts,
+std::optional<std::vector<Finding>> all_findings(const Settings& settings, const std::vector<FileReport>& reports, Contracts& contracts,
                                                  std::vector<AppCheck>& app_checks, std::string& error_text,
                                                  size_t& unfollowed) {
   std::vector<Finding> findings;
@@ -337,6 +375,8 @@ std::optional<std::vector<Finding>> all_findings(const std::vector<FileReport>& 
       if (!report.examined()) continue;
       CheckOptions options = contracts.for_file(report.path);
       std::vector<Finding> found = check_findings(report, options, &applications, &app_checks, &external_data);
+      std::string arguments = fix_arguments(settings, options);
+      for (Finding& finding : found) finding.fix_arguments = arguments;
       unfollowed += unfollowed_dependencies(report, options);
       findings.insert(findings.end(), found.begin(), found.end());
     }
@@ -391,7 +431,7 @@ int run_check(const Settings& settings) {
   std::vector<AppCheck> app_checks;
   std::string error_text;
   size_t unfollowed = 0;
-  std::optional<std::vector<Finding>> findings = all_findings(outcome.reports, contracts, app_checks, error_text, unfollowed);
+  std::optional<std::vector<Finding>> findings = all_findings(settings, outcome.reports, contracts, app_checks, error_text, unfollowed);
   std::vector<InputFailure> failures = input_failures(outcome);
   if (!findings) failures.push_back({"", error_text});
   if (!json_to_stdout(settings) && settings.sarif != "-") annotate_failures(failures);
@@ -426,6 +466,54 @@ int run_check(const Settings& settings) {
   return errors ? kExitFindings : kExitOk;
 }
 
+// Every finding left in the files fix read (the output's where it was checked), each
+// named by the file as the user gave it.
+std::vector<Finding> remaining_findings(const Settings& settings, const std::vector<FileReport>& reports) {
+  std::vector<Finding> findings;
+  for (const FileReport& report : reports) {
+    if (!report.fix) continue;
+    for (Finding finding : report.fix->remaining) {
+      finding.file = report.path;
+      finding.fix_arguments = fix_arguments(settings, settings.check);
+      findings.push_back(std::move(finding));
+    }
+  }
+  return findings;
+}
+
+int run_fix(const Settings& settings) {
+  if (!check_options_usable(settings) || !output_options_usable(settings, "fix")) return kExitError;
+  Contracts contracts(settings);
+  if (!settings.contract.empty()) {  // a named contract is read before any model
+    try {
+      contracts.for_file(settings.contract);
+    } catch (const Error& error) {
+      spdlog::error("{}", error.describe());
+      return kExitError;
+    }
+  }
+  Fixer fixer([&](const std::string& path) { return contracts.for_file(path); });
+  JobRunner runner = [&](const std::string& path, Operation, const JobOptions& options) { return fixer.run(path, options); };
+  Outcome outcome = run_all(settings, Operation::Fix, runner);
+  std::vector<Finding> findings = remaining_findings(settings, outcome.reports);
+  bool not_written = std::any_of(outcome.reports.begin(), outcome.reports.end(), [](const FileReport& report) {
+    return report.fix && report.fix->status == FixStatus::NotWritten;
+  });
+  std::ostream& text = output_to_stdout(settings) ? std::cerr : std::cout;
+  if (!json_to_stdout(settings) && settings.sarif != "-" && !settings.quiet) {
+    for (const FileReport& report : outcome.reports) text << fix_text(report);
+    for (const std::string& contract : contracts.used()) text << "machofix fix: contract " << contract << "\n";
+    if (batch_mode(settings)) text << summary_line(summarize(outcome.reports), settings.job.dry_run) << "\n";
+  }
+  bool written = emit_json(settings, "fix", outcome.reports, &findings, &contracts.used());
+  if (!settings.sarif.empty())
+    written &= write_text_file(settings.sarif,
+                               sarif_document(findings, contracts.used(), input_failures(outcome), sarif_root(settings.sarif_root)),
+                               "SARIF report");
+  if (outcome.status(written) != kExitOk) return kExitError;
+  return not_written ? kExitFindings : kExitOk;
+}
+
 void configure_logging() {
   auto logger = spdlog::stderr_color_mt("machofix");
   logger->set_pattern("machofix: %^%l%$: %v");
@@ -446,6 +534,7 @@ int run(Command command, const Settings& settings) {
     case Command::Edit: return run_edit(settings);
     case Command::Verify: return run_verify(settings);
     case Command::Check: return run_check(settings);
+    case Command::Fix: return run_fix(settings);
   }
   return kExitError;
 }

@@ -182,16 +182,14 @@ std::string summary_line(const BatchSummary& summary, bool dry_run) {
 
 namespace {
 
-// Content-hash keys as the docs write them, "2ae56f..._so_blob": 64 hex digits make a
-// line unreadable. JSON and SARIF keep them whole.
+}  // namespace
+
 std::string shortened_keys(const std::string& text) {
   static const std::regex key("\\b([0-9a-f]{6})[0-9a-f]{58}(_[A-Za-z0-9_]*blob)\\b");
   return std::regex_replace(text, key, "$1...$2");
 }
 
-}  // namespace
-
-std::string finding_line(const Finding& finding) {
+std::string finding_line(const Finding& finding, bool with_repair) {
   // A finding of the file or its program (a universal header, a delegate's weights)
   // has no blob or slice to name.
   std::string where = finding.file + (finding.blob.empty() ? "" : ": " + shortened_keys(finding.blob)) +
@@ -203,7 +201,7 @@ std::string finding_line(const Finding& finding) {
     for (size_t index = 0; index < finding.also.size(); ++index) line += (index ? ", " : " ") + std::string(rule_id(finding.also[index]));
     line += ")";
   }
-  if (std::string repair = repair_command(finding); !repair.empty()) line += "\n  repair: " + repair;
+  if (std::string repair = repair_command(finding); with_repair && !repair.empty()) line += "\n  repair: " + repair;
   // GitHub Actions turns this into an annotation on the file, of the finding's level.
   const char* command = finding.level == Level::Error ? "error" : finding.level == Level::Warning ? "warning" : "notice";
   if (const char* actions = std::getenv("GITHUB_ACTIONS"); actions && std::string(actions) == "true")

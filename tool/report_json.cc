@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/format/macho.h"
+#include "core/jobs/fix.h"
 #include "tool/json_text.h"
 #include "tool/report.h"
 #include "tool/report_text.h"
@@ -153,6 +154,8 @@ Json pte_json(const PteReport& pte) {
           {"bytes_shared", pte.bytes_shared}};
 }
 
+Json fix_json(const FixOutcome& fix);
+
 Json file_json(const FileReport& report) {
   Json json = {{"path", report.path}, {"kind", to_text(report.kind)}, {"status", to_text(report.status)}};
   if (!report.error.empty()) json["error"] = report.error;
@@ -167,6 +170,7 @@ Json file_json(const FileReport& report) {
   if (report.macho) json["macho"] = macho_json(*report.macho);
   if (report.pte) json["pte"] = pte_json(*report.pte);
   if (!report.members.empty()) json["members"] = array_of(report.members, file_json);
+  if (report.fix) json["fix"] = fix_json(*report.fix);
   return json;
 }
 
@@ -225,6 +229,29 @@ Json finding_json(const Finding& finding) {
           {"at_launch", finding.at_launch},
           {"also", also_ids(finding.also)},
           {"reported_with", finding.reported_with ? Json(rule_id(*finding.reported_with)) : Json(nullptr)}};
+}
+
+Json fix_json(const FixOutcome& fix) {
+  Json edits = Json::array(), refusals = Json::array();
+  for (const FixEdit& edit : fix.edits)
+    edits.push_back({{"edit", fix_edit_name(edit.kind)},
+                     {"old", edit.old_value},
+                     {"new", edit.new_value},
+                     {"removes", rule_id(edit.removes)},
+                     {"blob", edit.blob},
+                     {"member", edit.member},
+                     {"arch", edit.arch}});
+  for (const FixRefusal& refusal : fix.refusals)
+    refusals.push_back({{"rule", rule_id(refusal.rule)},
+                        {"subject", refusal.subject},
+                        {"reason", refusal.reason},
+                        {"blob", refusal.blob},
+                        {"member", refusal.member},
+                        {"arch", refusal.arch}});
+  return {{"status", fix_status_name(fix.status)},
+          {"edits", edits},
+          {"refusals", refusals},
+          {"remaining", array_of(fix.remaining, finding_json)}};
 }
 
 const char* verdict_text(BindVerdict verdict) {

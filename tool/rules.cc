@@ -56,27 +56,28 @@ const char* rule_reason(Rule rule) {
 
 const char* rule_repair_hint(Rule rule) {
   switch (rule) {
-    case Rule::UnusedDependency: return "machofix prune --in-place FILE removes it.";
+    case Rule::UnusedDependency: return "machofix fix FILE --in-place removes it (as machofix prune does).";
     case Rule::AbsoluteInstallName:
-      return "machofix edit FILE --in-place --change OLD @rpath/NAME, and ship NAME with the application (declare it "
-             "in `provided`); or add its prefix to allow_prefix if every user has it.";
+      return "machofix fix FILE --in-place --app APP renames it to the name the application ships it under (or, with "
+             "a contract, to the `provided` name with its leaf); machofix edit FILE --in-place --change OLD "
+             "@rpath/NAME by hand; or add its prefix to allow_prefix if every user has it.";
     case Rule::AbsoluteRpath:
-      return "machofix edit FILE --in-place --delete-rpath PATH (or --rpath PATH @loader_path/...); or list it in "
-             "allowed_rpaths.";
+      return "machofix fix FILE --in-place deletes it (machofix edit FILE --in-place --delete-rpath PATH, or --rpath "
+             "PATH @loader_path/...); or list it in allowed_rpaths.";
     case Rule::DuplicateRpath:
-      return "machofix edit FILE --in-place --delete-rpath PATH --add-rpath PATH keeps one copy (the last in the "
-             "search order).";
+      return "machofix fix FILE --in-place (or machofix edit FILE --in-place --delete-duplicate-rpaths) deletes the "
+             "later copies: the first stays where it is in the search order.";
     case Rule::UnprovidedDependency:
       return "Ship the library and declare it in the contract's `provided` (or --provided), or link without it.";
     case Rule::WeakRequiredDependency: return "Link the library normally (without -weak_library / -weak-l).";
     case Rule::ForbiddenDependency:
-      return "If it supplies no symbol, machofix prune --in-place --only NAME FILE removes it; otherwise rebuild "
-             "without it.";
+      return "If it supplies no symbol, machofix fix FILE --in-place removes it; otherwise rebuild without it.";
     case Rule::MinMacos: return "Rebuild with -mmacosx-version-min (MACOSX_DEPLOYMENT_TARGET) at the application's minimum.";
     case Rule::ArchMissing: return "Rebuild for the missing architecture and merge the slices (lipo -create).";
     case Rule::LibraryNotLoaded:
-      return "If it supplies no symbol, machofix prune --in-place FILE removes it; otherwise ship it in the application "
-             "where one of the paths tried points, or change the install name (machofix edit --change).";
+      return "machofix fix FILE --in-place --app APP removes it if it supplies no symbol, else renames it to the "
+             "library of the same name the application ships (or a system library to its /usr/lib name); otherwise "
+             "ship it in the application where one of the paths tried points.";
     case Rule::SymbolNotFound:
       return "Ship the library version that exports the symbol, or rebuild the model against the application's.";
     case Rule::InvalidSignature:
@@ -84,7 +85,7 @@ const char* rule_repair_hint(Rule rule) {
              "an identity signature must be made again with its key (codesign -f -s IDENTITY).";
     case Rule::LoaderRule:
       return "Link the file again: no edit makes a broken layout valid. A repeated LC_RPATH (rpath-duplicate) is the "
-             "exception: machofix edit FILE --in-place --delete-rpath PATH --add-rpath PATH.";
+             "exception: machofix fix FILE --in-place deletes the later copies.";
     case Rule::UncheckedSlice: return "None needed where no Mac runs it (macOS 10.15 and later run no 32-bit code); lipo -remove drops it.";
     case Rule::RelativeInstallName:
       return "machofix edit FILE --in-place --change NAME @rpath/NAME, and ship NAME where an LC_RPATH points.";
@@ -244,27 +245,33 @@ std::string repair_command(const Finding& finding) {
   if (finding.at_launch)
     return finding.rule == Rule::InvalidSignature ? "machofix sign " + shell_quoted(finding.needed_by) + " --in-place --resign-invalid"
                                                   : "";
+  // An error fails the gate: `fix` removes it (core/jobs/fix.h), run with the options
+  // check ran with. A warning does not, and fix leaves a file that passes as it is: its
+  // hint is the one edit that removes it.
+  std::string fix = "machofix fix " + file + " --in-place" + finding.fix_arguments;
+  bool error = finding.level == Level::Error;
+  bool unused = finding.symbols.empty() && finding.removable;
+  std::string prune = "machofix prune " + file + " --in-place --only " + shell_quoted(last_path_component(finding.dylib));
   switch (finding.rule) {
-    case Rule::UnusedDependency: return "machofix prune " + file + " --in-place --only " + shell_quoted(last_path_component(finding.dylib));
+    case Rule::UnusedDependency: return error ? fix : prune;
     case Rule::AbsoluteInstallName:
-      // An unused one is removed rather than renamed.
-      if (finding.symbols.empty() && finding.removable)
-        return "machofix prune " + file + " --in-place --only " + shell_quoted(last_path_component(finding.dylib));
+      if (unused) return error ? fix : prune;  // an unused one is removed rather than renamed
       return "machofix edit " + file + " --in-place --change " + shell_quoted(finding.dylib) + " " +
              shell_quoted("@rpath/" + last_path_component(finding.dylib));
-    case Rule::AbsoluteRpath: return "machofix edit " + file + " --in-place --delete-rpath " + shell_quoted(finding.rpath);
+    case Rule::AbsoluteRpath:
+      return error ? fix : "machofix edit " + file + " --in-place --delete-rpath " + shell_quoted(finding.rpath);
     case Rule::RelativeInstallName:
       return "machofix edit " + file + " --in-place --change " + shell_quoted(finding.dylib) + " " +
              shell_quoted("@rpath/" + last_path_component(finding.dylib));
-    case Rule::DuplicateRpath: return "machofix edit " + file + " --in-place --delete-duplicate-rpaths";
+    case Rule::DuplicateRpath: return error ? fix : "machofix edit " + file + " --in-place --delete-duplicate-rpaths";
     case Rule::ForbiddenDependency:
-      if (finding.symbols.empty() && finding.removable)
-        return "machofix prune " + file + " --in-place --only " + shell_quoted(last_path_component(finding.dylib));
-      return "";
+      if (!unused) return "";
+      return error ? fix : prune;
+    // The model's own dependency: removed when unused, else renamed to what the
+    // application ships (fix says why when it cannot). A library's is the application's.
     case Rule::LibraryNotLoaded:
-      if (finding.needed_by.empty() && finding.symbols.empty() && finding.removable)
-        return "machofix prune " + file + " --in-place --only " + shell_quoted(last_path_component(finding.dylib));
-      return "";
+      if (!finding.needed_by.empty()) return "";
+      return error ? fix : unused ? prune : "";
     case Rule::InvalidSignature:
       return "machofix sign " + file + " --in-place" +
              (finding.unsigned_code ? "" : " --resign-invalid");
@@ -275,7 +282,8 @@ std::string repair_command(const Finding& finding) {
     case Rule::SymbolNotFound:
     case Rule::LoaderRule:
       // A repeated rpath is the one loader rule an edit repairs.
-      if (finding.loader_rule == "rpath-duplicate") return "machofix edit " + file + " --in-place --delete-duplicate-rpaths";
+      if (finding.loader_rule == "rpath-duplicate")
+        return error ? fix : "machofix edit " + file + " --in-place --delete-duplicate-rpaths";
       return "";
     case Rule::UncheckedSlice: return "";
     case Rule::MissingWeights:

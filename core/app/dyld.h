@@ -26,6 +26,8 @@ inline constexpr const char* kModelDirectory = "<temporary directory>";
 // The sysroot has the library at that absolute install name (the file, or for a
 // system path its SDK text stub): the Macs it stands for have it.
 bool sysroot_holds(const std::string& sysroot, const std::string& install_name);
+// Where: the file or stub on this machine; "" when the sysroot does not have it.
+std::string sysroot_library(const std::string& sysroot, const std::string& install_name);
 
 class Dyld {
  public:

@@ -78,12 +78,17 @@ std::string stub_path(const std::string& path) {
 
 }  // namespace
 
-bool sysroot_holds(const std::string& sysroot, const std::string& install_name) {
-  if (sysroot.empty() || install_name.empty() || install_name[0] != '/') return false;
+std::string sysroot_library(const std::string& sysroot, const std::string& install_name) {
+  if (sysroot.empty() || install_name.empty() || install_name[0] != '/') return "";
   // As try_candidate looks there: the file, or for a system path its SDK stub.
   std::string local = lexically_normal(sysroot + install_name);
-  return file_state(local) == FileState::Regular ||
-         (system_path(install_name) && file_state(stub_path(local)) == FileState::Regular);
+  if (file_state(local) == FileState::Regular) return local;
+  if (system_path(install_name) && file_state(stub_path(local)) == FileState::Regular) return stub_path(local);
+  return "";
+}
+
+bool sysroot_holds(const std::string& sysroot, const std::string& install_name) {
+  return !sysroot_library(sysroot, install_name).empty();
 }
 
 std::string directory_of(const std::string& path) {

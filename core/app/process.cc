@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 #include <system_error>
 
 #include "core/app/bundle.h"
@@ -115,6 +116,23 @@ const Process* App::launched(const std::string& arch) {
   }
   process = std::move(launching);
   return process.get();
+}
+
+std::vector<std::string> App::files_named(const std::string& leaf) const {
+  std::set<std::string> found;
+  std::error_code error;
+  auto options = std::filesystem::directory_options::skip_permission_denied;
+  for (std::filesystem::recursive_directory_iterator it(root_, options, error), end; !error && it != end; it.increment(error)) {
+    if (it->path().filename() != leaf || !it->is_regular_file(error)) continue;
+    std::string real = std::filesystem::canonical(it->path(), error).string();
+    if (!error) found.insert(real);
+  }
+  return {found.begin(), found.end()};
+}
+
+OpenedLibrary App::open_library(const std::string& path, const std::string& arch) {
+  const Process* process = launched(arch);
+  return files_.open(path, arch, process ? process->platform : kPlatformMacOS);
 }
 
 ModelLoad App::load_model(const ModelSlice& model) {

@@ -149,6 +149,15 @@ class App {
   const Process* launched(const std::string& arch);
   ModelLoad load_model(const ModelSlice& model);
 
+  // What `fix` needs to rename a dependency to one of the application's files.
+  // The application's directory (an absolute path under it is one of its files).
+  const std::string& root() const { return root_; }
+  // Its files named `leaf`, under its directory, each once by its real path, sorted.
+  std::vector<std::string> files_named(const std::string& leaf) const;
+  // A file of this machine (the application's, a sysroot's stub) as a library of a
+  // process of `arch`, read once.
+  OpenedLibrary open_library(const std::string& path, const std::string& arch);
+
  private:
   AppOptions options_;
   std::string executable_;  // empty for a directory of libraries

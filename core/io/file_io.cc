@@ -386,7 +386,22 @@ void AtomicOutput::commit_to_standard_output() {
   committed_ = true;
 }
 
+namespace {
+thread_local CommitGate* open_gate = nullptr;
+}  // namespace
+
+CommitGate::CommitGate(std::string target, Approve approve) : target_(std::move(target)), approve_(std::move(approve)) {
+  open_gate = this;
+}
+
+CommitGate::~CommitGate() { open_gate = nullptr; }
+
+void CommitGate::pass(const std::string& target, const std::string& temp_path) {
+  if (open_gate && open_gate->target_ == target) open_gate->approve_(temp_path);
+}
+
 void AtomicOutput::commit() {
+  CommitGate::pass(target_, temp_path_);
   if (is_standard_stream(target_)) return commit_to_standard_output();
   if (fchmod(fd_.get(), mode_) != 0) fail_system("cannot set the output's mode", target_);
   if (durable_ && flush_to_disk(fd_.get()) != 0) fail_system("cannot flush the output", target_);

@@ -16,6 +16,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -132,6 +133,26 @@ class AtomicOutput {
 // Like cp: an output file goes into a directory that exists. Throws an Error naming
 // `target` ("cannot create the output: DIR does not exist") otherwise.
 void require_output_directory(const std::string& target);
+
+// A last look at an output before it goes live: while a gate is open on this thread,
+// the commit of an AtomicOutput to `target` first hands its complete temporary file to
+// `approve`, which throws to keep the target as it was (`fix` writes a repaired file
+// only if it passes `check`). Outputs to other targets (an archive's members, written
+// to temporary files of their own) pass as before. One gate per thread at a time.
+class CommitGate {
+ public:
+  using Approve = std::function<void(const std::string& temp_path)>;
+  CommitGate(std::string target, Approve approve);
+  ~CommitGate();
+  CommitGate(const CommitGate&) = delete;
+  CommitGate& operator=(const CommitGate&) = delete;
+  // Called by AtomicOutput::commit: throws what `approve` throws.
+  static void pass(const std::string& target, const std::string& temp_path);
+
+ private:
+  std::string target_;
+  Approve approve_;
+};
 
 // `progress`, if any, hears of the bytes written.
 void write_file_atomically(const std::string& target, const std::vector<uint8_t>& data, mode_t mode, bool durable = true,

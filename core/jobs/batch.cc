@@ -198,13 +198,13 @@ FileReport recreate_symlink(const BatchItem& item, bool dry_run) {
   return report;
 }
 
-FileReport run_item(const BatchItem& item, Operation operation, const JobOptions& options) {
+FileReport run_item(const BatchItem& item, Operation operation, const JobOptions& options, const JobRunner& runner) {
   if (!item.symlink_text.empty()) return recreate_symlink(item, options.dry_run);
   JobOptions job = options;
   job.output = item.output;
   job.skip_other_files = !item.named;
   job.create_output_directories = item.mirrored;
-  FileReport report = run_job(item.input, operation, job);
+  FileReport report = runner ? runner(item.input, operation, job) : run_job(item.input, operation, job);
   report.path = item.shown;
   report.notes.insert(report.notes.begin(), item.notes.begin(), item.notes.end());
   bool rewritten = report.status == FileStatus::Changed || (!item.output.empty() && report.bytes_written);
@@ -250,7 +250,7 @@ BatchPlan plan_batch(const std::vector<std::string>& inputs, const std::string& 
 }
 
 std::vector<FileReport> run_batch(const BatchPlan& plan, Operation operation, const JobOptions& options, unsigned jobs,
-                                  const BatchProgress& progress) {
+                                  const BatchProgress& progress, const JobRunner& runner) {
   std::vector<FileReport> reports(plan.items.size());
   std::atomic<size_t> next{0};
   size_t done = 0;
@@ -261,7 +261,7 @@ std::vector<FileReport> run_batch(const BatchPlan& plan, Operation operation, co
       ItemBytes bytes(plan.items[index].size, progress.bytes_done);
       JobOptions job = options;
       if (progress.bytes_done) job.repair.progress = bytes.callback();
-      reports[index] = run_item(plan.items[index], operation, job);
+      reports[index] = run_item(plan.items[index], operation, job, runner);
       bytes.finish();
       std::lock_guard<std::mutex> lock(progress_mutex);
       ++done;

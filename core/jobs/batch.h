@@ -57,8 +57,11 @@ struct BatchProgress {
   std::function<void(uint64_t bytes)> bytes_done;
 };
 
+// What runs one file: run_job, unless the caller gives another (`fix`: core/jobs/fix.h).
+using JobRunner = std::function<FileReport(const std::string& path, Operation operation, const JobOptions& options)>;
+
 std::vector<FileReport> run_batch(const BatchPlan& plan, Operation operation, const JobOptions& options, unsigned jobs,
-                                  const BatchProgress& progress = {});
+                                  const BatchProgress& progress = {}, const JobRunner& runner = {});
 
 struct BatchSummary {
   size_t seen = 0, changed = 0, unchanged = 0, skipped = 0, failed = 0;

@@ -50,8 +50,8 @@ bool relative_name(const std::string& install_name) {
                      [&](const char* prefix) { return starts_with(install_name, prefix); });
 }
 
-// An rpath that names a directory of the machine that built the file: absolute, or
-// relative to the process's current directory (not @loader_path/ or @executable_path/).
+}  // namespace
+
 bool machine_rpath(const std::string& path, const CheckOptions& options) {
   if (starts_with(path, "@")) return false;
   if (std::any_of(options.allowed_rpaths.begin(), options.allowed_rpaths.end(),
@@ -59,6 +59,8 @@ bool machine_rpath(const std::string& path, const CheckOptions& options) {
     return false;
   return !under_allowed_prefix(path, options);
 }
+
+namespace {
 
 struct SliceContext {
   const std::string& file;

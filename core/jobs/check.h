@@ -200,6 +200,9 @@ struct Finding {
   // still be counted; the text prints only the first.
   std::vector<Rule> also;
   std::optional<Rule> reported_with;
+  // The options check ran with, as command-line words (" --app APP ..."), which the
+  // repair hint's `machofix fix` repeats; set by the front end.
+  std::string fix_arguments;
 };
 
 // One model slice loaded in the application (--app), for the report.
@@ -249,6 +252,11 @@ std::vector<Finding> check_findings(const FileReport& report, const CheckOptions
 // and slice. And the notes on what could not be checked.
 std::vector<std::string> verify_failures(const FileReport& report);
 std::vector<std::string> verify_notes(const FileReport& report);
+
+// An rpath that names a directory of the machine that built the file (absolute-rpath):
+// absolute, or relative to the process's current directory (not @loader_path/ or
+// @executable_path/), outside the system, --allow-prefix and the allowed-rpath globs.
+bool machine_rpath(const std::string& path, const CheckOptions& options);
 
 // How many dependencies of the file's slices check could not follow: named through a
 // run-time path (@rpath/, @loader_path/, @executable_path/), not weak, with no

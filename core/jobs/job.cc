@@ -128,7 +128,12 @@ void set_status(FileReport& report, bool changed, const JobOptions& options) {
 }
 
 RewriteKind rewrite_kind(Operation operation) {
-  return operation == Operation::Sign ? RewriteKind::Sign : operation == Operation::Edit ? RewriteKind::Edit : RewriteKind::Prune;
+  switch (operation) {
+    case Operation::Sign: return RewriteKind::Sign;
+    case Operation::Edit: return RewriteKind::Edit;
+    case Operation::Fix: return RewriteKind::Fix;
+    default: return RewriteKind::Prune;
+  }
 }
 
 // A rewrite's progress, in passes over the file: judging it (its signature checked,
@@ -305,7 +310,8 @@ FileReport run_job(const std::string& path, Operation operation, const JobOption
   // An edit that matches nothing is an error in a file named on the command line,
   // a note in one found in a directory or archive.
   JobOptions options = named_options;
-  options.repair.edit.unmatched_is_note = options.skip_other_files;
+  // `fix` plans its edits for the whole file: one matches in some of its images only.
+  options.repair.edit.unmatched_is_note = options.skip_other_files || operation == Operation::Fix;
   // Every rewrite is re-read by LIEF too, unless the caller named another reader.
   if (!options.repair.second_reader) options.repair.second_reader = cross_check_with_lief;
   auto start = std::chrono::steady_clock::now();

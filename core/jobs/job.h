@@ -3,6 +3,7 @@
 // only this; it never throws for problems with the file, it reports them.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,10 +14,13 @@
 
 namespace machofix {
 
+struct FixOutcome;
+
 enum class FileKind { MachO, Universal, Pte, Ptd, Archive, Elf, Other };
 FileKind detect_kind(const Bytes& bytes);
 
-enum class Operation { Inspect, Prune, Sign, Edit };
+// Fix: `machofix fix`'s rewrite (RewriteKind::Fix), as core/jobs/fix.h plans it.
+enum class Operation { Inspect, Prune, Sign, Edit, Fix };
 
 struct JobOptions {
   RepairOptions repair;
@@ -57,6 +61,7 @@ struct FileReport {
   std::optional<MachOReport> macho;
   std::optional<PteReport> pte;
   std::vector<FileReport> members;  // archives: one per member that is a model
+  std::shared_ptr<const FixOutcome> fix;  // `fix`: its edits and the findings left (core/jobs/fix.h)
   uint64_t bytes_written = 0;
   double seconds = 0;
 

@@ -155,6 +155,23 @@ std::vector<RuleViolation> unrepaired(const Bytes& slice, const MachO& image, co
   return left;
 }
 
+// `fix`: the edit planned on the slice as the prune stage leaves it (or on the input
+// when nothing is pruned), so that its room check counts the padding removals free.
+void plan_edit_after_prune(JudgedSlice& judged, const EditOptions& options) {
+  const MachO* base = &*judged.image;
+  if (judged.steps.prune) {
+    auto pruned = std::make_shared<OutputImage>(output_image(judged, 0));
+    apply_prune(*judged.image, judged.scan, judged.plan, *pruned);
+    judged.pruned = pruned;
+    judged.pruned_image = std::make_shared<MachO>(parse_macho(pruned->bytes(judged.image->bytes.base())));
+    base = judged.pruned_image.get();
+  }
+  judged.edit.emplace(plan_edit(*base, options));
+  judged.report.edits = judged.edit->records;
+  judged.steps.edit = judged.edit->changes();
+  if (judged.steps.edit) judged.edit->commands.check_room(*base);
+}
+
 // Everything but the rewriting: what `verify` costs, plus the import analysis.
 JudgedSlice judge_slice(const Bytes& slice, const RepairOptions& options, RewriteKind kind) {
   JudgedSlice judged;
@@ -165,10 +182,12 @@ JudgedSlice judge_slice(const Bytes& slice, const RepairOptions& options, Rewrit
   if (invalid && !options.resign_invalid) refuse_invalid_signature(judged.input);
   judged.scan = read_naming_rule(slice, [&] { return scan_imports(image); });
   SliceAnalysis analysis = read_naming_rule(slice, [&] { return analyze(image, judged.scan); });
-  if (kind == RewriteKind::Prune) judged.plan = plan_prune(image, analysis, options.prune);
+  bool prunes = kind == RewriteKind::Prune || (kind == RewriteKind::Fix && !options.prune.only.empty());
+  if (prunes) judged.plan = plan_prune(image, analysis, options.prune);
   judged.report = describe_slice(image, judged.scan, analysis, judged.plan, judged.input.report);
-  refuse_breaking_loader_rules(kind == RewriteKind::Edit ? unrepaired(slice, image, judged.report.loader_rules, options.edit)
-                                                        : judged.report.loader_rules);
+  bool edits = kind == RewriteKind::Edit || kind == RewriteKind::Fix;
+  refuse_breaking_loader_rules(edits ? unrepaired(slice, image, judged.report.loader_rules, options.edit)
+                                     : judged.report.loader_rules);
   judged.steps.prune = judged.plan.removal_count() > 0;
   if (kind == RewriteKind::Edit) {
     judged.edit.emplace(plan_edit(image, options.edit));
@@ -177,6 +196,7 @@ JudgedSlice judge_slice(const Bytes& slice, const RepairOptions& options, Rewrit
     if (judged.steps.edit) judged.edit->commands.check_room(image);
     if (!options.edit.weak_link.empty()) plan_weak_link_stage(judged, options.edit);
   }
+  if (kind == RewriteKind::Fix && options.edit.any()) plan_edit_after_prune(judged, options.edit);
   bool unsigned_to_sign = !image.code_signature.present && (kind == RewriteKind::Sign || options.sign_unsigned);
   judged.steps.sign = kind == RewriteKind::Sign || judged.steps.rereads() || unsigned_to_sign || invalid;
   const std::optional<CodeSignature>& signature = judged.input.signature;
@@ -237,9 +257,14 @@ SliceJob rewrite_slice(JudgedSlice& judged, const RepairOptions& options) {
     verify_prune(image, judged.scan, judged.plan, job.bytes.bytes(base), *rewritten, options.second_reader);
   }
   if (judged.steps.edit) {
-    apply_edit(image, *judged.edit, job.bytes);
+    // After a prune stage (`fix`) the edit starts from the pruned slice, its proof's "before".
+    const MachO& before = judged.pruned_image ? *judged.pruned_image : image;
+    ImportScan pruned_scan;
+    if (judged.pruned_image) pruned_scan = scan_imports(before);
+    apply_edit(before, *judged.edit, job.bytes);
     rewritten.emplace(reread_output(job.bytes.bytes(base), spoiled));
-    verify_edit(image, judged.scan, *judged.edit, job.bytes.bytes(base), *rewritten, options.second_reader);
+    verify_edit(before, judged.pruned_image ? pruned_scan : judged.scan, *judged.edit, job.bytes.bytes(base), *rewritten,
+                options.second_reader);
   }
   if (judged.steps.weak_link) rewritten.emplace(weak_link_stage(judged, job.bytes, options.second_reader, spoiled));
   SignatureOutcome signature = update_signature(judged, job.bytes, rewritten, options);
@@ -404,6 +429,10 @@ MachORepair prune_macho(const Bytes& file, const RepairOptions& options) {
 
 MachORepair edit_macho(const Bytes& file, const RepairOptions& options) {
   return MachORewrite(file, options, RewriteKind::Edit).run();
+}
+
+MachORepair fix_macho(const Bytes& file, const RepairOptions& options) {
+  return MachORewrite(file, options, RewriteKind::Fix).run();
 }
 
 MachORepair sign_macho(const Bytes& file, const RepairOptions& options) {

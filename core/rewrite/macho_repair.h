@@ -50,7 +50,10 @@ struct MachORepair {
 // What inspect shows: analysis and plan per slice, signature checked; nothing rewritten.
 MachOReport inspect_macho(const Bytes& file, const RepairOptions& options = {});
 
-enum class RewriteKind { Prune, Sign, Edit };
+// Fix: `machofix fix`'s rewrite: the dependencies options.prune.only names are pruned
+// (none when it is empty), then options.edit is planned and applied on the pruned
+// slice, so an edit may use the header padding the removals freed.
+enum class RewriteKind { Prune, Sign, Edit, Fix };
 
 // A Mach-O file (thin or universal) read and judged, ready to be rewritten.
 //
@@ -100,6 +103,9 @@ MachORepair prune_macho(const Bytes& file, const RepairOptions& options);
 
 // `machofix edit`: install names and rpaths (options.edit), re-signed and verified.
 MachORepair edit_macho(const Bytes& file, const RepairOptions& options);
+
+// `machofix fix`'s rewrite (RewriteKind::Fix), re-signed and verified.
+MachORepair fix_macho(const Bytes& file, const RepairOptions& options);
 
 // `machofix sign`: re-sign every slice (or add a signature), no pruning.
 MachORepair sign_macho(const Bytes& file, const RepairOptions& options);

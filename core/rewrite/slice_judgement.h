@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -54,6 +55,11 @@ struct JudgedSlice {
   InputSignature input;
   SliceReport report;
   std::optional<EditPlan> edit;  // `edit`: the planned load commands
+  // `fix`: the slice as the prune stage leaves it, which the edit is planned on (its
+  // load commands, and the header padding the removals freed). Unset: the edit is
+  // planned on `image`. Shared: `edit` may view its bytes, and JudgedSlices move.
+  std::shared_ptr<const OutputImage> pruned;
+  std::shared_ptr<const MachO> pruned_image;
   std::vector<int> weak_link;    // `edit --weak-link`: the dylibs (of the edited slice) to weak-link
   RewriteSteps steps;
 };

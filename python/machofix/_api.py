@@ -6,7 +6,8 @@ line takes (docs/commands/); results are what `machofix COMMAND --json` prints.
 import json
 import os
 import subprocess
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+import tempfile
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ._error import MachofixError
 from ._executable import find_executable
@@ -62,6 +63,24 @@ def _pairs(option: str, values: Optional[Renames]) -> List[str]:
         return []
     pairs = values.items() if isinstance(values, Mapping) else values
     return [word for old, new in pairs for word in (f"{option}={old}", new)]
+
+
+def _check_options(*, provided: Optional[Globs] = None, allow_prefix: Optional[Globs] = None,
+                   forbid: Optional[Globs] = None, allowed_rpath: Optional[Globs] = None, required: Optional[Globs] = None,
+                   contract: Optional[PathLike] = None, no_contract: bool = False, sarif: Optional[PathLike] = None,
+                   keep: Optional[Globs] = None, only: Optional[Globs] = None, app: Optional[PathLike] = None,
+                   sysroot: Optional[PathLike] = None, min_macos: Optional[str] = None, arch: Optional[Globs] = None,
+                   ptd: "Optional[Union[PathLike, Sequence[PathLike]]]" = None, levels: Optional[Dict[str, str]] = None,
+                   warnings_as_errors: bool = False, load_as: Optional[str] = None) -> List[str]:
+    """What a file is held to: the options `check` and `fix` share."""
+    return (_repeated("--provided", provided) + _repeated("--allow-prefix", allow_prefix) +
+            _repeated("--forbid", forbid) + _repeated("--allowed-rpath", allowed_rpath) +
+            _repeated("--required", required) + _valued("--contract", contract) +
+            _flag("--no-contract", no_contract) + _valued("--sarif", sarif) + _repeated("--keep", keep) +
+            _repeated("--only", only) + _valued("--app", app) + _valued("--sysroot", sysroot) +
+            _valued("--min-macos", min_macos) + _repeated("--arch", arch) + _repeated_paths("--ptd", ptd) +
+            _repeated("--level", [f"{rule}={level}" for rule, level in (levels or {}).items()]) +
+            _flag("--warnings-as-errors", warnings_as_errors) + _valued("--load-as", load_as))
 
 
 def _message(stderr: str) -> str:
@@ -148,15 +167,11 @@ class Machofix:
         `no_app`. `load_as`: "file" (a plain Mach-O is dlopen()ed from where it
         lies, the default) or "blob" (written to a temporary directory first, as
         ExecuTorch loads a .pte's .so)."""
-        options = (_repeated("--provided", provided) + _repeated("--allow-prefix", allow_prefix) +
-                   _repeated("--forbid", forbid) + _repeated("--allowed-rpath", allowed_rpath) +
-                   _repeated("--required", required) + _valued("--contract", contract) +
-                   _flag("--no-contract", no_contract) + _valued("--sarif", sarif) + _repeated("--keep", keep) +
-                   _repeated("--only", only) + _valued("--app", app) + _valued("--sysroot", sysroot) +
-                   _valued("--min-macos", min_macos) + _repeated("--arch", arch) + _repeated_paths("--ptd", ptd) +
-                   _repeated("--level", [f"{rule}={level}" for rule, level in (levels or {}).items()]) +
-                   _flag("--warnings-as-errors", warnings_as_errors) + _flag("--no-app", no_app) +
-                   _valued("--load-as", load_as))
+        options = _check_options(provided=provided, allow_prefix=allow_prefix, forbid=forbid,
+                                 allowed_rpath=allowed_rpath, required=required, contract=contract,
+                                 no_contract=no_contract, sarif=sarif, keep=keep, only=only, app=app, sysroot=sysroot,
+                                 min_macos=min_macos, arch=arch, ptd=ptd, levels=levels,
+                                 warnings_as_errors=warnings_as_errors, load_as=load_as) + _flag("--no-app", no_app)
         return self._report("check", options + _valued("--jobs", jobs), paths, (0, 1))
 
     def verify(self, paths: Paths, *, jobs: Optional[int] = None) -> Report:
@@ -218,6 +233,48 @@ class Machofix:
         return result.stdout
 
 
+    def fix(self, paths: Paths, *, in_place: bool = False, output: Optional[PathLike] = None, dry_run: bool = False,
+            backup: Optional[str] = None, sign: bool = False, adhoc: bool = False, jobs: Optional[int] = None,
+            **held_to: Any) -> Report:
+        """`machofix fix` (docs/commands/fix.md): for every error `check` reports with the
+        same options (`held_to`: check's keywords, app=, sysroot=, provided=, contract=,
+        levels=, ...), the least edit that removes it; a file is written (`in_place`, into
+        `output`, or not at all with `dry_run`) only if its repaired form passes check.
+        `report.ok` is false when some file was left unwritten; each file's `fix` lists
+        its edits (each with the rule it removes), refusals and the findings left."""
+        options = (_flag("--in-place", in_place) + _valued("--output", output) + _flag("--dry-run", dry_run) +
+                   _valued("--backup", backup) + _flag("--sign", sign) + _flag("--adhoc", adhoc) +
+                   _valued("--jobs", jobs) + _check_options(**held_to))
+        return self._report("fix", options, paths, (0, 1))
+
+    def fix_bytes(self, data: bytes, *, sign: bool = False, adhoc: bool = False, **held_to: Any) -> bytes:
+        """`fix` of a .pte, .ptd or Mach-O image held in memory, checked as a blob (as
+        ExecuTorch loads a .pte's .so): the repaired bytes, which pass check with the same
+        options, or the same bytes when nothing needs to change. Raises MachofixError
+        (status 1, with the report) when the repaired form would still fail check."""
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"fix_bytes takes bytes, not {type(data).__name__}")
+        options = _flag("--sign", sign) + _flag("--adhoc", adhoc) + _check_options(**held_to)
+        with tempfile.TemporaryDirectory(prefix="machofix-") as directory:
+            report_path = os.path.join(directory, "report.json")
+            result = self.run(["-q", "fix", *options, f"--json={report_path}", "--output=-", "--", "-"],
+                              data=bytes(data))
+            report = None
+            try:
+                with open(report_path) as handle:
+                    report = from_json(Report, json.load(handle), exit_status=result.returncode)
+            except (OSError, ValueError, TypeError, KeyError):
+                pass
+        if result.returncode == 1 and report is not None:
+            left = [f"{f.message} [{f.rule}]" for f in report.findings if f.level == "error" and not f.reported_with]
+            refused = [f"cannot fix {r.rule} {r.subject}: {r.reason}" for file in report.files if file.fix
+                       for r in file.fix.refusals]
+            raise MachofixError("\n".join(["the repaired bytes would still fail check:", *refused, *left]), 1, report)
+        if result.returncode != 0:
+            raise _failure(result, report)
+        return result.stdout
+
+
 _default = Machofix()
 
 
@@ -269,10 +326,21 @@ def sign(paths: Paths, *, in_place: bool = False, output: Optional[PathLike] = N
                          resign_invalid=resign_invalid, jobs=jobs)
 
 
+def fix(paths: Paths, *, in_place: bool = False, output: Optional[PathLike] = None, dry_run: bool = False,
+        backup: Optional[str] = None, sign: bool = False, adhoc: bool = False, jobs: Optional[int] = None,
+        **held_to: Any) -> Report:
+    return _default.fix(paths, in_place=in_place, output=output, dry_run=dry_run, backup=backup, sign=sign, adhoc=adhoc,
+                        jobs=jobs, **held_to)
+
+
+def fix_bytes(data: bytes, *, sign: bool = False, adhoc: bool = False, **held_to: Any) -> bytes:
+    return _default.fix_bytes(data, sign=sign, adhoc=adhoc, **held_to)
+
+
 def repair_bytes(data: bytes, *, only: Optional[Globs] = None, keep: Optional[Globs] = None, sign: bool = False,
                  adhoc: bool = False, resign_invalid: bool = False) -> bytes:
     return _default.repair_bytes(data, only=only, keep=keep, sign=sign, adhoc=adhoc, resign_invalid=resign_invalid)
 
 
-for _function in (inspect, check, verify, prune, edit, sign, repair_bytes):
+for _function in (inspect, check, verify, prune, edit, sign, repair_bytes, fix, fix_bytes):
     _function.__doc__ = getattr(Machofix, _function.__name__).__doc__

@@ -18,7 +18,7 @@ DylibKind = Literal["load", "weak", "reexport", "upward"]
 BlobKind = Literal["mach-o", "mach-o universal", "elf", "other"]
 EditKind = Literal["change", "id", "add-rpath", "delete-rpath", "rpath", "weak-link"]
 EditStatus = Literal["applied", "already", "no match"]
-Command = Literal["inspect", "prune", "sign", "verify", "check"]
+Command = Literal["inspect", "prune", "sign", "edit", "verify", "check", "fix"]
 
 
 @dataclass(frozen=True)
@@ -175,6 +175,39 @@ class PteReport:
 
 
 @dataclass(frozen=True)
+class FixEdit:
+    """One edit of `fix` (docs/commands/fix.md), with the finding's rule it removes."""
+
+    edit: Literal["remove-dependency", "change", "delete-rpath", "delete-duplicate-rpaths"]
+    old: str  # the install name, or the rpath
+    new: str  # "change": the new install name
+    removes: str  # the rule id of the finding it removes
+    blob: str
+    member: str
+    arch: str
+
+
+@dataclass(frozen=True)
+class FixRefusal:
+    """A finding `fix` has no safe edit for, and why (what to do)."""
+
+    rule: str
+    subject: str  # the dependency's install name or the rpath
+    reason: str
+    blob: str
+    member: str
+    arch: str
+
+
+@dataclass(frozen=True)
+class FixOutcome:
+    status: Literal["nothing-to-fix", "fixed", "would-fix", "not-written", "failed"]
+    edits: List[FixEdit]  # made, or (not-written, would-fix) that would be made
+    refusals: List[FixRefusal]
+    remaining: List["Finding"]  # check's findings of the output (of the input when nothing was written)
+
+
+@dataclass(frozen=True)
 class FileReport:
     path: str  # as given ("-" for standard input), or as found in a directory or archive
     kind: FileKind
@@ -191,6 +224,7 @@ class FileReport:
     macho: Optional[MachOReport] = None  # Mach-O files
     pte: Optional[PteReport] = None  # .pte and .ptd files
     members: List["FileReport"] = field(default_factory=list)  # archives: the members that are models
+    fix: Optional[FixOutcome] = None  # `fix`: its edits and the findings left
 
 
 @dataclass(frozen=True)
@@ -301,15 +335,17 @@ class Report:
     command: Command
     files: List[FileReport]
     summary: Summary
-    findings: List[Finding] = field(default_factory=list)  # check only
-    contracts: List[str] = field(default_factory=list)  # check only: the contract files read
+    findings: List[Finding] = field(default_factory=list)  # check; fix: those that remain
+    contracts: List[str] = field(default_factory=list)  # check and fix: the contract files read
     app_checks: List[AppCheck] = field(default_factory=list)  # check with an application: each slice's load
-    # Not in the JSON: 1 when `check` found something or `verify` an invalid slice.
+    # Not in the JSON: 1 when `check` found something, `verify` an invalid slice, or
+    # `fix` left a file unwritten because its repaired form would still fail check.
     exit_status: int = 0
 
     @property
     def ok(self) -> bool:
-        """No finding (check), every slice valid (verify); always true otherwise."""
+        """No finding (check), every slice valid (verify), every file passing check after
+        fix; always true otherwise."""
         return self.exit_status == 0
 
 

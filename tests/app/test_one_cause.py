@@ -18,6 +18,7 @@ printed once in the text, and stay countable per rule in the JSON and SARIF.
 """
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -58,9 +59,21 @@ def main(argv):
                "[unused-dependency] (also: " in omp[0] and all(rule in omp[0].split("(also: ")[1] for rule in
                                                                 ("absolute-install-name", "forbidden-dependency",
                                                                  "library-not-loaded")), omp[0])
-    expect("one repair line for it", done.stdout.count("repair: machofix prune") == 1, done.stdout)
     expect("the summary counts 1 finding and 4 rule violations, exit 1",
            done.returncode == 1 and "1 file checked, 1 finding (4 rule violations)" in done.stdout, done.stdout)
+    repairs = [line.split("repair: ", 1)[1] for line in done.stdout.splitlines() if "repair: " in line]
+    expect("one repair line for it: fix, with check's options",
+           len(repairs) == 1 and repairs[0].startswith(f"machofix fix {unused_model} --in-place")
+           and "--forbid '*omp*'" in repairs[0] and f"--app {app}" in repairs[0], done.stdout)
+    if len(repairs) == 1:  # on a copy: the model is checked again below
+        copy = os.path.join(work, "repaired", "model.pte")
+        os.makedirs(os.path.dirname(copy))
+        shutil.copyfile(unused_model, copy)
+        fixed = shlex.split(repairs[0].replace(unused_model, copy))
+        done = run(machofix, *fixed[1:])
+        again = run(machofix, "check", copy, *options)
+        expect("the repair, run as printed, removes the cause: check passes", done.returncode == 0 and
+               again.returncode == 0, done.stdout + done.stderr + again.stdout)
 
     done = run(machofix, "check", unused_model, *options, "--json=-")
     findings = json.loads(done.stdout)["findings"] if done.returncode in (0, 1) else []

@@ -157,10 +157,10 @@ def check_suggestions(machofix):
     expect(result.returncode == 2 and "did you mean '--in-place'?" in result.stderr, f"--inplace: {describe(result)}")
     result = run(machofix, "verify", "--keep", "libomp", "x.dylib")
     expect(result.returncode == 2 and "unknown option '--keep' for verify" in result.stderr
-           and "inspect, prune and check take '--keep'" in result.stderr,
+           and "inspect, prune, check and fix take '--keep'" in result.stderr,
            f"an option of other commands says which take it: {describe(result)}")
     result = run(machofix, "inspect", "--dryrun", "x.dylib")
-    expect(result.returncode == 2 and "prune and edit take '--dry-run'" in result.stderr,
+    expect(result.returncode == 2 and "prune, edit and fix take '--dry-run'" in result.stderr,
            f"a misspelt option of another command names it: {describe(result)}")
     for words in (["inspct"], ["inspect", "--jsn"]):
         result = run(machofix, *words)

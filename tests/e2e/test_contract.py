@@ -115,9 +115,10 @@ def each_rule(machofix, fixtures, work):
            and (duplicate.get("rpath"), duplicate.get("offset")) == reference[2],
            f"the findings name the rpaths at llvm-objdump's load-command offsets {reference}")
     expect(absolute.get("repair") == f"machofix edit {rpaths} --in-place --delete-rpath /opt/llvm-openmp/lib"
-           and duplicate.get("repair") == f"machofix edit {rpaths} --in-place --delete-duplicate-rpaths"
+           and duplicate.get("repair") == f"machofix fix {rpaths} --in-place --contract {contract}"
            and "build machine" in absolute.get("reason", "") and "duplicate LC_RPATH" in duplicate.get("reason", ""),
-           "each carries its reason and the machofix edit command that repairs it")
+           "each carries its reason and the command that repairs it: the edit for a warning, fix (with the "
+           "contract) for an error")
     result, found, _ = check_json(machofix, rpaths, "--contract", contract, "--allowed-rpath", "/opt/llvm-openmp/*")
     expect(rules(found) == ["duplicate-rpath"], "--allowed-rpath GLOB accepts the absolute rpath", result)
     result, found, _ = check_json(machofix, rpaths, "--contract", contract, "--allow-prefix", "/opt/llvm-openmp/")
@@ -152,8 +153,9 @@ def each_rule(machofix, fixtures, work):
     result, found, _ = check_json(machofix, aoti, "--contract", contract)
     omp = [f for f in found if f["dylib"] == "/opt/llvm-openmp/lib/libomp.dylib"]
     expect(rules(found) == ["absolute-install-name", "unused-dependency"] and len(omp) == 2
-           and all("machofix prune" in f["repair"] for f in omp),
-           "the AOTI shape: libomp at /opt is unused and absolute; its repair is prune, not an edit", result)
+           and all(f["repair"] == f"machofix fix {aoti} --in-place --contract {contract}" for f in omp),
+           "the AOTI shape: libomp at /opt is unused and absolute; its repair is fix (which removes it), not an edit",
+           result)
     used = os.path.join(fixtures, "all_used_arm64_chained.in")
     result, found, _ = check_json(machofix, used, "--contract", contract)
     expect(rules(found) == ["absolute-install-name"] and found[0]["repair"] ==

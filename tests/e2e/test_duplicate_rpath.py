@@ -9,10 +9,10 @@ byte for byte once its SDK is of the spring 2025 epoch (macOS 15.4) or later
 (mach_o::Policy::enforceNoDuplicateRPaths). Dylibs linked here by ld64.lld-16, which
 still writes `-rpath X -rpath X` twice (llvm-objdump-16 counts the copies):
 - SDK 15.4: `verify` fails it (rpath-duplicate), `check` and `check --app` fail it
-  with a loader-rule finding whose repair is an edit (--delete-duplicate-rpaths); that
-  edit, run as printed, is accepted although the input breaks the rule, and its output
-  passes verify and check (one copy left, llvm-objdump-16 says); run again it has
-  nothing to do; `prune` still refuses the input;
+  with a loader-rule finding whose repair is `fix`; that command, run as printed, is
+  accepted although the input breaks the rule, and its output passes verify and check
+  (one copy left, llvm-objdump-16 says) and equals `edit --delete-duplicate-rpaths`'s;
+  run again it has nothing to do; `prune` still refuses the input;
 - rpaths A, B, A: the later A goes, the first stays before B (the search order kept);
 - the same inside a .pte, repaired there too;
 - SDK 15.0: dyld loads it: `verify` passes, and only a declared contract reports it
@@ -85,8 +85,8 @@ def main(argv):
            not [f for f in declared if f["rule"] == "duplicate-rpath"] and
            [f["rule"] for f in declared if f["rule"] == "loader-rule"] == ["loader-rule"], declared)
     repair = loader[0]["repair"] if loader else ""
-    expect("the repair is the edit that deletes the later copies",
-           repair == f"machofix edit {new} --in-place --delete-duplicate-rpaths", repair)
+    expect("the repair is fix, with check's options",
+           repair == f"machofix fix {new} --in-place --no-contract", repair)
     done = run(machofix, "prune", new, "-o", os.path.join(work, "pruned.dylib"))
     expect("prune still refuses the input (it repairs nothing of it)", done.returncode == 2 and
            "rpath-duplicate" in done.stderr and not os.path.exists(os.path.join(work, "pruned.dylib")), done.stderr)
@@ -95,17 +95,22 @@ def main(argv):
         shutil.copyfile(new, fixed)
         command = shlex.split(repair.replace(new, fixed))
         done = run(machofix, *command[1:])
-        expect("the edit, run as printed, is accepted though the input breaks the rule", done.returncode == 0, done.stderr)
+        expect("the fix, run as printed, is accepted though the input breaks the rule", done.returncode == 0, done.stderr)
         expect("its output: one copy (llvm-objdump-16), verify passes, check has nothing to say",
                rpath_count(fixed, rpath) == 1 and run(machofix, "verify", fixed).returncode == 0
                and findings(machofix, fixed, "--no-contract") == (0, []), findings(machofix, fixed, "--no-contract"))
         before = open(fixed, "rb").read()
         done = run(machofix, *command[1:], "--json=-")
+        outcome = [f["fix"]["status"] for f in json.loads(done.stdout)["files"]] if done.returncode == 0 else done.stderr
+        expect("run again: nothing to fix, the file unchanged",
+               done.returncode == 0 and outcome == ["nothing-to-fix"] and open(fixed, "rb").read() == before, outcome)
+        done = run(machofix, "edit", new, "-o", os.path.join(work, "edited.dylib"), "--delete-duplicate-rpaths")
+        expect("edit --delete-duplicate-rpaths, the edit by hand: the same bytes as fix's",
+               done.returncode == 0 and open(os.path.join(work, "edited.dylib"), "rb").read() == before, done.stderr)
+        done = run(machofix, "edit", os.path.join(work, "edited.dylib"), "--in-place", "--delete-duplicate-rpaths", "--json=-")
         kinds = [(e["kind"], e["status"]) for f in json.loads(done.stdout)["files"] for s in f["macho"]["slices"]
                  for e in s["edits"]] if done.returncode == 0 else done.stderr
-        expect("run again: nothing to do (already so), the file unchanged",
-               done.returncode == 0 and kinds == [("delete-duplicate-rpath", "already")]
-               and open(fixed, "rb").read() == before, kinds)
+        expect("the edit run again: nothing to do (already so)", kinds == [("delete-duplicate-rpath", "already")], kinds)
 
     other = "@loader_path/other"
     aba = link(work, tbd, "libaba.dylib", "15.4", [rpath, other, rpath])
@@ -135,9 +140,9 @@ def main(argv):
     status, found = findings(machofix, old, "--no-contract")
     expect("SDK 15.0, no contract: no finding", status == 0 and found == [], found)
     status, found = findings(machofix, old, "--provided", "@rpath/*")
-    expect("SDK 15.0 with a contract: duplicate-rpath, repaired by the same edit",
+    expect("SDK 15.0 with a contract: duplicate-rpath, repaired by fix under the same declaration",
            status == 1 and [f["rule"] for f in found] == ["duplicate-rpath"]
-           and found[0]["repair"] == f"machofix edit {old} --in-place --delete-duplicate-rpaths", found)
+           and found[0]["repair"] == f"machofix fix {old} --in-place --provided '@rpath/*'", found)
 
     slash = link(work, tbd, "libslash.dylib", "15.4", [rpath, rpath + "/"])
     expect("SDK 15.4, 'X' and 'X/': two paths for dyld, verify passes", run(machofix, "verify", slash).returncode == 0)

@@ -258,6 +258,38 @@ def verify_runs(reports, inputs):
            "verify: the loader rule")
 
 
+def fix_runs(reports, inputs):
+    all_used = inputs.copy("all_used_arm64_chained.in")
+    reports.run("fix -o: an unused dependency removed", "fix", "--no-contract", inputs.path(THIN), "-o",
+                reports.out("thin.fix"))
+    reports.run("fix -o: nothing to fix, a byte copy", "fix", "--no-contract", inputs.path(CLEAN), "-o",
+                reports.out("clean.fix"))
+    # absolute-rpath is a warning, which fix leaves (the file passes): an error here.
+    document = reports.run("fix --dry-run: rpaths under a declaration", "fix", "--no-contract", "--provided", "@rpath/*",
+                           "--level", "absolute-rpath=error", inputs.path(RPATHS), "--dry-run")
+    edits = {e["edit"] for f in files(document) for e in f.get("fix", {}).get("edits", [])}
+    expect({"delete-rpath", "delete-duplicate-rpaths"} <= edits, "fix: rpath edits", sorted(edits))
+    # A used libomp at /opt renamed to the provided name; @rpath/libfoo.dylib is provided
+    # by nothing, so the repaired form still fails: not written.
+    document = reports.run("fix: a rename, not written", "fix", "--no-contract", "--provided", "@rpath/libomp.dylib",
+                           all_used, "-o", reports.out("all_used.fix"), status=1)
+    edits = {e["edit"] for f in files(document) for e in f.get("fix", {}).get("edits", [])}
+    expect("change" in edits and not os.path.exists(reports.out("all_used.fix")),
+           "fix: the rename is listed, nothing is written", sorted(edits))
+    # --app: a libomp.dylib that exports none of libomp's symbols: refused, named.
+    app = inputs.path("app")
+    os.makedirs(app, exist_ok=True)
+    shutil.copy(os.path.join(inputs.fixtures, CLEAN), os.path.join(app, "libomp.dylib"))
+    document = reports.run("fix --app: refusals", "fix", "--no-contract", "--app", app,
+                           all_used, "--dry-run", status=1)
+    expect(any(f.get("fix", {}).get("refusals") for f in files(document)), "fix --app: the refusals are listed")
+    document = reports.run("fix: a rewrite refused (an identity signature): not written", "fix", "--no-contract",
+                           inputs.path("identity.dylib"), "--dry-run", status=1)
+    expect(any("--adhoc" in r["reason"] for f in files(document) for r in f.get("fix", {}).get("refusals", [])),
+           "fix: the refusal says what to do (--adhoc)")
+    reports.run("fix: a file that is not a model", "fix", "--no-contract", inputs.path("notes.txt"), "--dry-run", status=2)
+
+
 def check_runs(reports, inputs):
     models = [inputs.path(n) for n in (THIN, RPATHS, WEAK, FAT, "model.pte", "models.zip")]
     document = reports.run("check: a contract and --forbid", "check", "--contract", inputs.path("machofix.toml"),
@@ -534,6 +566,7 @@ def main(argv):
     edit_runs(reports, inputs)
     verify_runs(reports, inputs)
     check_runs(reports, inputs)
+    fix_runs(reports, inputs)
     failure_runs(reports, inputs)
     validate_all(validator, reports.documents)
     check_coverage(schema, reports.documents)
