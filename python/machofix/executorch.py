@@ -17,12 +17,13 @@ ExecuTorch carries the hook of patches/executorch/ (`register_so_hook`, called b
 instead of wrapping anything.
 
 What happens to each `.so` at the seam: a file that is not Mach-O (CudaBackend's ELF)
-is passed over with a note. A Mach-O file is checked with the step's options (those
-of `machofix check`); with findings, every unused dependency is removed in place
-(`machofix prune`, signature renewed) and it is checked again. What remains (a used
-library the contract forbids, a model that will not load in `app`) stops the export
-with ExportStepError, which carries the report. A file that needs nothing is not
-touched.
+is passed over with a note. A Mach-O file goes through `machofix fix` with the step's
+options (those of `machofix check`): for each error check reports, the least edit that
+removes it (an unused dependency removed, a libomp the model uses renamed to the one
+`app` ships), written in place only if the result passes the same check (signature
+renewed). What no edit removes (a used library the contract forbids, a model that will
+not load in `app`) stops the export with ExportStepError, which carries the report and
+says why. A file that needs nothing is not touched.
 
 The `.so` at the seam is a file in Inductor's output directory; the runtime loads it
 from a temporary directory. Checked here as the file it is: `@loader_path` resolves
@@ -111,10 +112,9 @@ class ExportStep:
     it runs ("register_so_hook" or "codesign_so"); `repaired`, `passed_over`: the `.so`
     paths the step rewrote, and the ones it did not read (not Mach-O), in order."""
 
-    def __init__(self, machofix: Machofix, check_options: Dict[str, Any], prune_options: Dict[str, Any]) -> None:
+    def __init__(self, machofix: Machofix, check_options: Dict[str, Any]) -> None:
         self._machofix = machofix
         self._check_options = check_options
-        self._prune_options = prune_options
         self._restore: List[Any] = []
         self._active = threading.local()
         self.seam = ""
@@ -127,17 +127,20 @@ class ExportStep:
             _log.info("%s: %s's .so is not Mach-O: passed over", so_path, backend.__name__)
             self.passed_over.append(so_path)
             return
-        report = self._machofix.check(so_path, **self._check_options)
-        if report.ok:
-            return
-        self._machofix.prune(so_path, in_place=True, **self._prune_options)
-        self.repaired.append(so_path)
-        report = self._machofix.check(so_path, **self._check_options)
+        # `fix` checks it, makes the least edits that remove its errors and writes it
+        # only if the result passes the same check; a file that passes is not touched.
+        report = self._machofix.fix(so_path, in_place=True, **self._check_options)
+        outcome = report.files[0].fix if report.files else None
         if not report.ok:
-            lines = "\n".join(_finding_line(finding) for finding in report.findings)
+            refusals = [f"cannot fix {r.rule} {r.subject}: {r.reason}" for r in (outcome.refusals if outcome else [])]
+            lines = "\n".join(refusals + [_finding_line(finding) for finding in report.findings
+                                          if finding.level == "error" and not finding.reported_with])
             raise ExportStepError(f"{backend.__name__}: the compiled .so cannot be made fit to ship "
-                                  f"(machofix check, after removing unused dependencies):\n{lines}", report)
-        _log.info("%s: repaired (unused dependencies removed, signature renewed)", so_path)
+                                  f"(machofix fix: no edit makes it pass check):\n{lines}", report)
+        if outcome and outcome.status == "fixed":
+            self.repaired.append(so_path)
+            edits = ", ".join(f"{e.edit} {e.old}" + (f" -> {e.new}" if e.new else "") for e in outcome.edits)
+            _log.info("%s: repaired (%s; signature renewed)", so_path, edits)
 
     def _wrap(self, cls: type) -> None:
         original = cls.__dict__["codesign_so"]
@@ -231,7 +234,7 @@ def install(*, contract: Optional[PathLike] = None, no_contract: bool = False, f
     check_options = dict(contract=contract, no_contract=no_contract, forbid=forbid, provided=provided,
                          allow_prefix=allow_prefix, allowed_rpath=allowed_rpath, required=required, app=app,
                          sysroot=sysroot, min_macos=min_macos, arch=arch, only=only, keep=keep, load_as="blob")
-    step = ExportStep(Machofix(executable), check_options, dict(only=only, keep=keep))
+    step = ExportStep(Machofix(executable), check_options)
     step._install(module)
     _installed = step
     return step

@@ -15,7 +15,8 @@ is /opt/llvm-openmp/lib/libomp.dylib.
 - a .so that finds libomp only beside it in Inductor's output directory stops the export
   (it is checked as the blob it becomes, from a temporary directory);
 - a used libomp under forbid ["*omp*"] stops the export with the finding, and so
-  does one that the application given as `app` does not ship;
+  does one that the application given as `app` does not ship; one the application
+  ships is renamed to its name there (fix), and the model loads;
 - a .so that needs nothing is not touched; a backend's non-Mach-O .so is passed over,
   also for a backend class defined after the step was installed;
 - an ExecuTorch without the seam fails install() with what to do; uninstall restores.
@@ -227,6 +228,24 @@ def main():
             stopped = error
     expect("a used libomp the application lacks stops the export with library-not-loaded",
            stopped is not None and "[library-not-loaded]" in str(stopped), stopped)
+
+    # A used libomp the application ships: `fix` renames it to the name under which the
+    # application has it, and the model is born loading there.
+    omp_app = args.app_fixtures / "apps/OMP.app"
+    with step_module.export_step(app=omp_app, sysroot=app[3]) as step:
+        export(args, used, work, "renamed")
+    renamed = work / "renamed.pte"
+    status, found = check(args, renamed, "--app", omp_app, "--sysroot", app[3]) if renamed.exists() else (None, None)
+    dylibs = ""
+    if renamed.exists():
+        (work / "renamed.so").write_bytes(so_blob(args, renamed)[1])
+        dylibs = run("llvm-objdump-16", "--macho", "--dylibs-used", work / "renamed.so").stdout
+    expect("a used libomp the application ships: the step renames it to @rpath/libomp.dylib (llvm-objdump-16), the "
+           ".pte passes check --app there", step.repaired and status == 0 and "@rpath/libomp.dylib" in dylibs
+           and "/opt/llvm-openmp" not in dylibs, (status, found, dylibs))
+    if renamed.exists():
+        loaded = run(args.loader, renamed)
+        expect("ExecuTorch's runtime loads the renamed model", loaded.returncode == 0, loaded.stdout + loaded.stderr)
 
     # Checked where the runtime loads it: a .so that finds libomp only beside it in
     # Inductor's output directory will be dlopen()ed from a temporary directory.
