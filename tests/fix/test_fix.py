@@ -43,6 +43,9 @@ same options, fails the input for the reason the case is about (or passes it).
 - the m_optomp repair inside a .pte (pte_writer) and inside .tar.gz and .zip archives
   of it: fixed, check --app passes, ExecuTorch's runtime loads the repaired .pte, whose
   so key is the sha256 of the repaired .so;
+- m_tight, m_rpath_cxx and dup_15_4 each wrapped in a .pte: fixed there (check with
+  the same options and verify pass, ExecuTorch's runtime loads it); m_tight_nounused
+  in a .pte refused as the plain file is;
 - the ExecuTorch samples (../shared/samples) against AOTIRunnerNoOMP.app: libomp
   removed (as `prune --only libomp.dylib`, byte for byte), the runtime loads them; the
   same with --forbid '*omp*' and no application;
@@ -949,6 +952,39 @@ def case_pte_and_archives(env):
                shown(done) + str(found))
 
 
+def case_defects_in_pte(env):
+    """Each other defect inside a .pte (the .so ExecuTorch embeds, a blob: no
+    @loader_path of its own): fixed there, the key renewed, or refused as the plain
+    file is."""
+    cases = [("m_tight", "Resources.app", False, True, "the removal frees the room for the rename"),
+             ("m_rpath_cxx", "Plain.app", True, True, "@rpath/libc++.1.dylib renamed to /usr/lib/libc++.1.dylib"),
+             ("dup_15_4", None, False, True, "the repeated LC_RPATH deleted"),
+             ("m_tight_nounused", "Resources.app", False, False, "no room: refused")]
+    for name, app, sysroot, fixable, why in cases:
+        what = f"{name}.pte" + (f" vs {app}" if app else "") + f" ({why})"
+        case = env.case_dir(f"pte_{name}")
+        model = env.copy(name, case)
+        pte = case / f"{name}.pte"
+        subprocess.run([env.pte_writer, "wrap", model, pte, "hash"], check=True, capture_output=True)
+        options = app_options(env, app, sysroot) if app else ["--no-contract"]
+        status, found = env.check(pte, *options)
+        expect(f"{what}: check fails the input", status == 1, found)
+        before = state(pte)
+        out = case / "out.pte"
+        done = env.fix(pte, *options, "-o", out)
+        if not fixable:
+            expect_not_written(env, what, done, pte, before, out)
+            continue
+        expect(f"{what}: exit 0, fixed, the input untouched", done.returncode == 0 and state(pte) == before
+               and bool(status_line(done, pte, r"fixed \(\d+ edits?\)")), shown(done))
+        if out.exists():
+            status, found = env.check(out, *options)
+            expect(f"{what}: check passes the output with the same options", status == 0, found)
+            done_v = run(env.machofix, "verify", out)
+            expect(f"{what}: verify passes the output", done_v.returncode == 0, shown(done_v))
+            runtime_loads(env, what, out)
+
+
 def case_samples(env):
     directory = next((d for d in filter(None, SAMPLE_DIRS)
                       if all(os.path.isfile(os.path.join(d, s)) for s in SAMPLES)), None)
@@ -1057,7 +1093,7 @@ def case_usage(env):
 CASES = [case_optomp_omp, case_optomp_plain, case_optomp_partial, case_two_candidates, case_launch, case_unfixable,
          case_optomp_rpath,
          case_rpath_cxx, case_tight, case_duplicate_rpaths, case_provided_without_app, case_already_passing,
-         case_warnings_only, case_pte_and_archives, case_samples, case_directory, case_usage]
+         case_warnings_only, case_pte_and_archives, case_defects_in_pte, case_samples, case_directory, case_usage]
 
 
 def main(argv):
