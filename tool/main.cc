@@ -506,10 +506,16 @@ int run_fix(const Settings& settings) {
     if (batch_mode(settings)) text << summary_line(summarize(outcome.reports), settings.job.dry_run) << "\n";
   }
   bool written = emit_json(settings, "fix", outcome.reports, &findings, &contracts.used());
-  if (!settings.sarif.empty())
+  if (!settings.sarif.empty()) {
+    std::vector<FixedEdit> edits;
+    for (const FileReport& report : outcome.reports)
+      if (report.fix)
+        for (const FixEdit& edit : report.fix->edits) edits.push_back({report.path, edit, report.fix->status});
     written &= write_text_file(settings.sarif,
-                               sarif_document(findings, contracts.used(), input_failures(outcome), sarif_root(settings.sarif_root)),
+                               sarif_document(findings, contracts.used(), input_failures(outcome),
+                                              sarif_root(settings.sarif_root), edits),
                                "SARIF report");
+  }
   if (outcome.status(written) != kExitOk) return kExitError;
   return not_written ? kExitFindings : kExitOk;
 }

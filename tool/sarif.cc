@@ -151,6 +151,32 @@ Json result(const Finding& finding, const std::string& root) {
           {"properties", properties}};
 }
 
+// An edit of fix: a result of the rule it removes, passed (fixed) rather than failed.
+Json edit_result(const FixedEdit& fixed, const std::string& root) {
+  const FixEdit& edit = fixed.edit;
+  std::string what = std::string(fix_edit_name(edit.kind)) + " " + edit.old_value + (edit.new_value.empty() ? "" : " -> " + edit.new_value);
+  bool made = fixed.status == FixStatus::Fixed;
+  std::string text = made ? "fixed by machofix fix: " + what
+                     : fixed.status == FixStatus::WouldFix ? "machofix fix would make this edit (dry run): " + what
+                                                            : "not written (the repaired file would still fail check): " + what;
+  Finding where;
+  where.file = fixed.file;
+  where.blob = edit.blob;
+  where.arch = edit.arch;
+  where.rule = edit.removes;
+  where.offset = edit.offset;
+  Json properties = {{"edit", fix_edit_name(edit.kind)}, {"old", edit.old_value}, {"new", edit.new_value},
+                     {"blob", edit.blob},                {"arch", edit.arch},     {"fixStatus", fix_status_name(fixed.status)}};
+  if (!edit.member.empty()) properties["member"] = edit.member;
+  return {{"ruleId", rule_id(edit.removes)},
+          {"ruleIndex", rule_index(edit.removes)},
+          {"kind", made || fixed.status == FixStatus::WouldFix ? "pass" : "informational"},
+          {"level", "none"},
+          {"message", {{"text", text}}},
+          {"locations", Json::array({location(where, root)})},
+          {"properties", properties}};
+}
+
 }  // namespace
 
 std::string sarif_root(const std::string& given) {
@@ -166,11 +192,13 @@ std::string sarif_root(const std::string& given) {
 }
 
 std::string sarif_document(const std::vector<Finding>& findings, const std::vector<std::string>& contracts,
-                           const std::vector<InputFailure>& failures, const std::string& root) {
+                           const std::vector<InputFailure>& failures, const std::string& root,
+                           const std::vector<FixedEdit>& edits) {
   Json rules = Json::array();
   for (Rule rule : kAllRules) rules.push_back(rule_descriptor(rule));
   Json results = Json::array();
   for (const Finding& finding : findings) results.push_back(result(finding, root));
+  for (const FixedEdit& edit : edits) results.push_back(edit_result(edit, root));
   // Each input not checked, where code scanning shows it: the run did not succeed.
   Json notifications = Json::array();
   for (const InputFailure& failure : failures) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/jobs/check.h"
+#include "core/jobs/fix.h"
 
 namespace machofix::cli {
 
@@ -24,7 +25,17 @@ struct InputFailure {
 // work tree holding the current directory, else the current directory.
 std::string sarif_root(const std::string& given);
 
+// An edit of `fix`, for the log: the file it is in and what became of the file.
+struct FixedEdit {
+  std::string file;
+  FixEdit edit;
+  FixStatus status = FixStatus::Fixed;
+};
+
+// `edits` (fix): each a result of the rule whose finding it removes, of kind "pass"
+// (fixed, or would be by a dry run) or "informational" (the file was not written).
 std::string sarif_document(const std::vector<Finding>& findings, const std::vector<std::string>& contracts,
-                           const std::vector<InputFailure>& failures, const std::string& root);
+                           const std::vector<InputFailure>& failures, const std::string& root,
+                           const std::vector<FixedEdit>& edits = {});
 
 }  // namespace machofix::cli

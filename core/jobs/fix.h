@@ -15,6 +15,7 @@
 
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,7 @@ struct FixEdit {
   std::string new_value;  // Change: the new install name
   Rule removes = Rule::UnusedDependency;
   std::string blob, member, arch;  // where the finding is (as Finding's)
+  std::optional<uint64_t> offset;  // the file offset of the load command it edits, where known (Finding::offset)
 };
 
 // A finding fix has no safe edit for, and why (what the user must do).

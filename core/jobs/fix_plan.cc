@@ -96,6 +96,7 @@ class Planner {
         if (!machine_rpath(rpath.path, options_) || in_app(rpath.path)) continue;
         Finding where;
         std::tie(where.member, where.blob, where.arch, std::ignore) = key;
+        if (where.member.empty()) where.offset = rpath.command_offset;  // in a member: its own bytes
         delete_rpath(where, rpath.path);
       }
     }
@@ -113,6 +114,7 @@ class Planner {
     edit.blob = finding.blob;
     edit.member = finding.member;
     edit.arch = finding.arch;
+    edit.offset = finding.offset;
     return edit;
   }
 

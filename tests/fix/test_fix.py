@@ -352,6 +352,31 @@ def case_optomp_omp(env):
         expect(f"{what}: the output equals `edit --change {OPT_OMP} {RPATH_OMP}` byte for byte",
                done_ref.returncode == 0 and digest(ref) == digest(out), shown(done_ref))
 
+    # SARIF: the edit is a passed result of the rule it removes, at the load command;
+    # the log passes Microsoft's multitool (GitHub's ingestion rules) when npm has it.
+    sarif = case / "out.sarif"
+    done = env.fix(path, *options, "-o", case / "out_sarif.dylib", "--sarif", sarif)
+    try:
+        results = json.loads(sarif.read_text())["runs"][0]["results"]
+    except (OSError, ValueError, KeyError, IndexError) as error:
+        results = error
+    passed = [r for r in results if r.get("kind") == "pass"] if isinstance(results, list) else results
+    expect(f"{what} --sarif: one passed library-not-loaded result for the change, at its load command, nothing failing",
+           isinstance(passed, list) and len(passed) == 1 and len(results) == 1
+           and passed[0].get("ruleId") == "library-not-loaded" and passed[0].get("level") == "none"
+           and passed[0]["properties"].get("new") == RPATH_OMP
+           and "byteOffset" in passed[0]["locations"][0]["physicalLocation"].get("region", {}), results)
+    sys.path.insert(0, str(HERE.parent / "support"))
+    import sarif_multitool
+    validation = case / "sarif_validation"
+    validation.mkdir(exist_ok=True)
+    problems = sarif_multitool.validate([str(sarif)], str(validation))
+    if problems is None:
+        skipped(f"{what} --sarif: the multitool validates it", "the SARIF multitool is not installed and npm is unreachable")
+    else:
+        bad = [p for p in problems if p[0] != "note"]
+        expect(f"{what} --sarif: the multitool (SARIF and GitHub rules) finds no error or warning", not bad, bad)
+
     # JSON: the edit carries the rule it removes.
     out_json = case / "out_json.dylib"
     done = env.fix(path, *options, "-o", out_json, "--json=-")
