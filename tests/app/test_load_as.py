@@ -76,7 +76,7 @@ def napi_host(machofix, package, host, name, bound_in_host):
                and (os.path.realpath(b["found_in"]) == host_path
                     or os.path.realpath(b["found_in"]).startswith(host_path + os.sep))}
     expected = {b["symbol"] for b in napi} if bound_in_host == "all" else set(bound_in_host)
-    which = "each" if bound_in_host == "all" else "exactly " + ", ".join(sorted(expected)) + " of"
+    which = "each of" if bound_in_host == "all" else "exactly " + ", ".join(sorted(expected)) + " of"
     expect(f"against {name}: {which} the addon's 71 napi_* imports (flat lookups) bound in the host",
            len(napi) == 71 and in_host == expected,
            sorted({(b["verdict"], b["found_in"]) for b in napi}) if napi else loads)
