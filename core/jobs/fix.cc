@@ -116,8 +116,19 @@ FileReport Fixer::run(const std::string& path, const JobOptions& options) {
   return fix_file(spooled, path, options);
 }
 
+// The check and plan of an inspected file. Throws Error for a contract, application
+// or .ptd that cannot be read.
+FixPlan Fixer::judge(const FileReport& input, const std::string& shown, CheckOptions& check, std::vector<Finding>& before) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    check = options_for_(shown);
+  }
+  before = findings(input, check);
+  std::lock_guard<std::mutex> lock(mutex_);
+  return plan_fix(input, before, check, check.app.empty() ? nullptr : &applications_.get(check.app, check.sysroot));
+}
+
 FileReport Fixer::fix_file(const std::string& path, const std::string& shown, const JobOptions& options) {
-  auto outcome = std::make_shared<FixOutcome>();
   FileReport input = run_job(path, Operation::Inspect, inspect_options(options));
   input.path = shown;
   if (input.status == FileStatus::Failed) return input;
@@ -130,80 +141,81 @@ FileReport Fixer::fix_file(const std::string& path, const std::string& shown, co
   std::vector<Finding> before;
   FixPlan plan;
   try {
-    check = [&] {
-      std::lock_guard<std::mutex> lock(mutex_);
-      return options_for_(shown);
-    }();
-    before = findings(input, check);
-    std::lock_guard<std::mutex> lock(mutex_);
-    plan = plan_fix(input, before, check, check.app.empty() ? nullptr : &applications_.get(check.app, check.sysroot));
+    plan = judge(input, shown, check, before);
   } catch (Error& error) {
     input.status = FileStatus::Failed;
     input.error = error.describe();
     input.error_kind = error.kind();
     return input;
   }
+  auto outcome = std::make_shared<FixOutcome>();
   outcome->edits = plan.edits;
   outcome->refusals = plan.refusals;
   outcome->remaining = before;
-  if (plan.empty()) {
-    outcome->status = has_errors(before) ? FixStatus::NotWritten : FixStatus::NothingToFix;
+  FileReport report = plan.empty() ? leave(path, input, options, *outcome) : rewrite(path, input, options, check, plan, *outcome);
+  report.fix = outcome;
+  return report;
+}
+
+// Nothing to edit: a file check passes is left as it is (with -o, a byte copy); one
+// it fails is not written.
+FileReport Fixer::leave(const std::string& path, const FileReport& input, const JobOptions& options, FixOutcome& outcome) {
+  outcome.status = has_errors(outcome.remaining) ? FixStatus::NotWritten : FixStatus::NothingToFix;
+  if (outcome.status == FixStatus::NotWritten) {
     FileReport report = input;
     report.status = FileStatus::Unchanged;
-    if (outcome->status == FixStatus::NothingToFix) {  // with -o, a byte copy
-      report = run_job(path, Operation::Fix, options);
-      report.path = shown;
-    }
-    report.fix = outcome;
     return report;
   }
+  FileReport report = run_job(path, Operation::Fix, options);
+  report.path = input.path;
+  return report;
+}
+
+// The plan's rewrite, whose output is held to check at its commit (CommitGate): written
+// only if it passes. `outcome.remaining` becomes the output's findings.
+FileReport Fixer::rewrite(const std::string& path, const FileReport& input, const JobOptions& options,
+                          const CheckOptions& check, const FixPlan& plan, FixOutcome& outcome) {
   JobOptions rewrite = options;
   rewrite.repair.prune.only = plan.repair.prune.only;
   rewrite.repair.edit = plan.repair.edit;
-  Destination where = destination(path, shown, rewrite);
-  bool gated = false, accepted = false, rejected = false;
+  Destination where = destination(path, input.path, rewrite);
+  bool gated = false, rejected = false;
   CommitGate gate(where.target, [&](const std::string& temp_path) {
     gated = true;
     FileReport output = run_job(temp_path, Operation::Inspect, inspect_options(options));
     if (output.status == FileStatus::Failed) throw Error("the repaired file cannot be read back: " + output.error);
     output.path = where.checked_as;
     std::vector<Finding> found = findings(output, check);
-    for (Finding& finding : found) finding.file = shown;
-    outcome->remaining = found;
+    for (Finding& finding : found) finding.file = input.path;
+    outcome.remaining = found;
     rejected = has_errors(found);
     if (rejected) throw Error("its repaired form still fails check").as_refusal();
-    accepted = true;
   });
   FileReport report = run_job(path, Operation::Fix, rewrite);
-  report.path = shown;
-  bool dry_run = options.dry_run;
-  // Not written: the file as it was read, with what fix would have done.
-  auto not_written = [&] {
-    report = input;
-    report.status = FileStatus::Unchanged;
-    outcome->status = FixStatus::NotWritten;
-  };
-  if (rejected) {
-    not_written();
-  } else if (report.status == FileStatus::Failed && report.refused() && !gated) {
-    // A rewrite refused before anything was written (load commands that do not fit
-    // the header, a signature that is not ours to renew): the user's to act on, as a
-    // finding is, not bad input.
-    outcome->refusals.push_back(rewrite_refusal(plan, report.error));
-    not_written();
-  } else if (report.status == FileStatus::Failed) {
-    outcome->status = FixStatus::Failed;
-  } else if (!gated) {
-    outcome->status = has_errors(before) ? FixStatus::NotWritten : FixStatus::NothingToFix;
-  } else {
-    outcome->status = dry_run ? FixStatus::WouldFix : FixStatus::Fixed;
-    if (dry_run) {
-      report.status = report.status == FileStatus::Changed ? FileStatus::WouldChange : report.status;
-      report.bytes_written = 0;
-      report.notes.clear();
-    }
+  report.path = input.path;
+  // A rewrite refused before anything was written (load commands that do not fit the
+  // header, a signature that is not ours to renew) is the user's to act on, as a
+  // finding is, not bad input.
+  bool refused_early = report.status == FileStatus::Failed && report.refused() && !gated;
+  if (refused_early) outcome.refusals.push_back(rewrite_refusal(plan, report.error));
+  if (rejected || refused_early) {  // not written: the file as it was read
+    outcome.status = FixStatus::NotWritten;
+    FileReport unchanged = input;
+    unchanged.status = FileStatus::Unchanged;
+    return unchanged;
   }
-  report.fix = outcome;
+  if (report.status == FileStatus::Failed) {
+    outcome.status = FixStatus::Failed;
+  } else if (!gated) {  // in place, and the rewrite changed nothing
+    outcome.status = has_errors(outcome.remaining) ? FixStatus::NotWritten : FixStatus::NothingToFix;
+  } else if (options.dry_run) {
+    outcome.status = FixStatus::WouldFix;
+    if (report.status == FileStatus::Changed) report.status = FileStatus::WouldChange;
+    report.bytes_written = 0;
+    report.notes.clear();
+  } else {
+    outcome.status = FixStatus::Fixed;
+  }
   return report;
 }
 

@@ -85,6 +85,10 @@ class Fixer {
  private:
   std::vector<Finding> findings(const FileReport& report, const CheckOptions& options);
   FileReport fix_file(const std::string& path, const std::string& shown, const JobOptions& options);
+  FixPlan judge(const FileReport& input, const std::string& shown, CheckOptions& check, std::vector<Finding>& before);
+  FileReport leave(const std::string& path, const FileReport& input, const JobOptions& options, FixOutcome& outcome);
+  FileReport rewrite(const std::string& path, const FileReport& input, const JobOptions& options,
+                     const CheckOptions& check, const FixPlan& plan, FixOutcome& outcome);
 
   OptionsFor options_for_;
   std::mutex mutex_;  // the checks: Applications and ExternalData read files into caches
