@@ -346,7 +346,8 @@ CLI::App* add_check(CLI::App& app, HelpFormatter& help, Settings& settings) {
 }
 
 const char* const kFixNote =
-    "For every finding check reports with the same options, fix makes the least edit that removes it: an unused "
+    "For every error check reports with the same options (a finding that fails the gate), fix makes the least edit "
+    "that removes it: an unused "
     "dependency is removed (as prune does), a repeated LC_RPATH deleted, and with --app a dependency that is not "
     "loaded renamed to the name dyld finds it by in the application (a library loaded at launch, @rpath/ through an "
     "rpath, else @executable_path/), or to the system's install name (/usr/lib/...); without --app to the name "
@@ -356,7 +357,7 @@ const char* const kFixNote =
     "that remain. A file check passes is left as it is (with -o, a byte copy). docs/commands/fix.md has the rules.";
 
 CLI::App* add_fix(CLI::App& app, HelpFormatter& help, Settings& settings) {
-  CLI::App* fix = add_command(app, help, "fix", "make models load: the least edit that removes each finding of check, "
+  CLI::App* fix = add_command(app, help, "fix", "make models load: the least edit that removes each error of check, "
                                                 "written only if the result passes check",
                               "PATH... (-o OUT | --in-place | --dry-run) [OPTIONS]");
   add_paths(fix, settings, "Mach-O, .pte or .ptd files, archives of them, or directories (recursive)");
