@@ -64,9 +64,9 @@ void index_slices(const FileReport& report, const std::string& member, std::map<
   for (const FileReport& inner : report.members) index_slices(inner, inner.path, slices);
 }
 
-class Planner {
+class FixPlanner {
  public:
-  Planner(const FileReport& report, const CheckOptions& options, App* app) : report_(report), options_(options), app_(app) {
+  FixPlanner(const FileReport& report, const CheckOptions& options, App* app) : report_(report), options_(options), app_(app) {
     index_slices(report, "", slices_);
   }
 
@@ -328,7 +328,7 @@ class Planner {
 }  // namespace
 
 FixPlan plan_fix(const FileReport& inspected, const std::vector<Finding>& findings, const CheckOptions& options, App* app) {
-  Planner planner(inspected, options, app);
+  FixPlanner planner(inspected, options, app);
   // Only what fails the gate is repaired (a file check passes stays as it is), and a
   // cause as a whole: its first finding plans the edit when any of its rules is an error.
   std::set<std::tuple<std::string, std::string, std::string, uint64_t, std::string>> failing_causes;
