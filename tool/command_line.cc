@@ -68,6 +68,16 @@ void add_output(CLI::App* command, Settings& settings) {
   command->add_flag("--in-place", settings.job.in_place, "replace each changed file atomically (new inode, mode kept)");
 }
 
+// What prune, edit and fix share besides -o/--in-place: a dry run, a backup, signing.
+void add_rewrite_options(CLI::App* command, Settings& settings, const char* dry_run) {
+  command->add_flag("--dry-run", settings.job.dry_run, dry_run);
+  command->add_option("--backup", settings.job.backup_suffix, "with --in-place: keep each replaced original as NAME+SUFFIX")
+      ->type_name("SUFFIX");
+  command->add_flag("--sign", settings.job.repair.sign_unsigned, "also sign unsigned slices (ad hoc)");
+  command->add_flag("--adhoc", settings.job.repair.replace_identity,
+                    "replace an identity (Developer ID) signature with an ad hoc one; without it such files are refused");
+}
+
 void add_resign_invalid(CLI::App* command, Settings& settings) {
   command->add_flag("--resign-invalid", settings.job.repair.resign_invalid,
                     "re-sign slices whose input signature is invalid (changed or corrupt after signing); without it "
@@ -115,12 +125,7 @@ CLI::App* add_prune(CLI::App& app, HelpFormatter& help, Settings& settings) {
                                 "PATH... (-o OUT | --in-place | --dry-run) [OPTIONS]");
   add_paths(prune, settings, "Mach-O, .pte or .ptd files, archives of them, or directories (recursive)");
   add_output(prune, settings);
-  prune->add_flag("--dry-run", settings.job.dry_run, "report what would change; write nothing");
-  prune->add_option("--backup", settings.job.backup_suffix, "with --in-place: keep each replaced original as NAME+SUFFIX")
-      ->type_name("SUFFIX");
-  prune->add_flag("--sign", settings.job.repair.sign_unsigned, "also sign unsigned slices (ad hoc)");
-  prune->add_flag("--adhoc", settings.job.repair.replace_identity,
-                  "replace an identity (Developer ID) signature with an ad hoc one; without it such files are refused");
+  add_rewrite_options(prune, settings, "report what would change; write nothing");
   add_resign_invalid(prune, settings);
   add_json(prune, settings);
   add_jobs(prune, settings);
@@ -177,12 +182,7 @@ CLI::App* add_edit(CLI::App& app, HelpFormatter& help, Settings& settings) {
   add_paths(edit, settings, "Mach-O, .pte or .ptd files, archives of them, or directories (recursive)");
   add_edits(edit, settings.job.repair.edit);
   add_output(edit, settings);
-  edit->add_flag("--dry-run", settings.job.dry_run, "report what would change; write nothing");
-  edit->add_option("--backup", settings.job.backup_suffix, "with --in-place: keep each replaced original as NAME+SUFFIX")
-      ->type_name("SUFFIX");
-  edit->add_flag("--sign", settings.job.repair.sign_unsigned, "also sign unsigned slices (ad hoc)");
-  edit->add_flag("--adhoc", settings.job.repair.replace_identity,
-                 "replace an identity (Developer ID) signature with an ad hoc one; without it such files are refused");
+  add_rewrite_options(edit, settings, "report what would change; write nothing");
   add_resign_invalid(edit, settings);
   add_json(edit, settings);
   add_jobs(edit, settings);
@@ -362,12 +362,7 @@ CLI::App* add_fix(CLI::App& app, HelpFormatter& help, Settings& settings) {
                               "PATH... (-o OUT | --in-place | --dry-run) [OPTIONS]");
   add_paths(fix, settings, "Mach-O, .pte or .ptd files, archives of them, or directories (recursive)");
   add_output(fix, settings);
-  fix->add_flag("--dry-run", settings.job.dry_run, "report what would change, and check the result; write nothing");
-  fix->add_option("--backup", settings.job.backup_suffix, "with --in-place: keep each replaced original as NAME+SUFFIX")
-      ->type_name("SUFFIX");
-  fix->add_flag("--sign", settings.job.repair.sign_unsigned, "also sign unsigned slices (ad hoc)");
-  fix->add_flag("--adhoc", settings.job.repair.replace_identity,
-                "replace an identity (Developer ID) signature with an ad hoc one; without it such files are refused");
+  add_rewrite_options(fix, settings, "report what would change, and check the result; write nothing");
   add_check_rules(fix, settings);
   add_json(fix, settings);
   add_jobs(fix, settings);

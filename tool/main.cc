@@ -413,19 +413,26 @@ void annotate_failures(const std::vector<InputFailure>& failures) {
               << "title=machofix could not check it::" << failure.error << "\n";
 }
 
+// A contract named with --contract is read before any model; what is wrong with it
+// (said on stderr), or nothing.
+std::optional<std::string> read_named_contract(const Settings& settings, Contracts& contracts) {
+  if (settings.contract.empty()) return std::nullopt;
+  try {
+    contracts.for_file(settings.contract);
+  } catch (const Error& error) {
+    spdlog::error("{}", error.describe());
+    return error.describe();
+  }
+  return std::nullopt;
+}
+
 int run_check(const Settings& settings) {
   if (!check_options_usable(settings)) return kExitError;
   Contracts contracts(settings);
-  if (!settings.contract.empty()) {  // a named contract is read before any model
-    try {
-      contracts.for_file(settings.contract);
-    } catch (const Error& error) {
-      spdlog::error("{}", error.describe());
-      if (!settings.sarif.empty())
-        write_text_file(settings.sarif, sarif_document({}, {}, {{"", error.describe()}}, sarif_root(settings.sarif_root)),
-                        "SARIF report");
-      return kExitError;
-    }
+  if (std::optional<std::string> error = read_named_contract(settings, contracts)) {
+    if (!settings.sarif.empty())
+      write_text_file(settings.sarif, sarif_document({}, {}, {{"", *error}}, sarif_root(settings.sarif_root)), "SARIF report");
+    return kExitError;
   }
   Outcome outcome = run_all(settings, Operation::Inspect);
   std::vector<AppCheck> app_checks;
@@ -484,14 +491,7 @@ std::vector<Finding> remaining_findings(const Settings& settings, const std::vec
 int run_fix(const Settings& settings) {
   if (!check_options_usable(settings) || !output_options_usable(settings, "fix")) return kExitError;
   Contracts contracts(settings);
-  if (!settings.contract.empty()) {  // a named contract is read before any model
-    try {
-      contracts.for_file(settings.contract);
-    } catch (const Error& error) {
-      spdlog::error("{}", error.describe());
-      return kExitError;
-    }
-  }
+  if (read_named_contract(settings, contracts)) return kExitError;
   Fixer fixer([&](const std::string& path) { return contracts.for_file(path); });
   JobRunner runner = [&](const std::string& path, Operation, const JobOptions& options) { return fixer.run(path, options); };
   Outcome outcome = run_all(settings, Operation::Fix, runner);
