@@ -6,6 +6,7 @@
 # Environment:
 #   MACHOFIX_FUZZ_BUILD    build directory (default: build-fuzz in the project root)
 #   MACHOFIX_FUZZ_TARGETS  which targets (default: "macho codesign pte tbd plist exports")
+#   MACHOFIX_FUZZ_PARALLEL how many targets run at a time (default: the number of cores)
 #   MACHOFIX_SAMPLES       directory of sample .pte files (default: ../shared/samples beside the checkout)
 #   MACHOFIX_FUZZ_APP_FIXTURES  check --app's fixtures (default: build/app_fixtures, when
 #                          scripts/test.sh made them): their libraries' tries seed fuzz_exports
@@ -108,21 +109,16 @@ done
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
 
-status=0
-summary=()
-for target in $targets; do
-  corpus=$build/fuzz-corpus/$target
-  artifacts=$build/fuzz-artifacts/$target
-  log=$build/fuzz-$target.log
+# One target's run; its summary line in $results/TARGET, its failure report in
+# $results/TARGET.failed. Exit status 1 when it failed.
+run_target() {
+  local target=$1 corpus=$build/fuzz-corpus/$1 artifacts=$build/fuzz-artifacts/$1 log=$build/fuzz-$1.log
+  local start rc=0 elapsed runs speed cov line reproducer
   mkdir -p "$corpus" "$artifacts"
-  echo "run_fuzzers: fuzz_$target for $seconds s (log: $log)"
   start=$(date +%s)
-  set +e
   "$build/fuzz/fuzz_$target" -max_len="$(max_len "$target")" -dict="$(dictionary "$target")" \
     -max_total_time="$seconds" -timeout=10 \
-    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$artifacts/" "$corpus" "$seeds/$target" >"$log" 2>&1
-  rc=$?
-  set -e
+    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$artifacts/" "$corpus" "$seeds/$target" >"$log" 2>&1 || rc=$?
   elapsed=$(($(date +%s) - start))
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   speed=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
@@ -130,15 +126,47 @@ for target in $targets; do
   line="fuzz_$target: ${elapsed} s, ${runs:-?} executions, ${speed:-?} exec/s, ${cov:-cov: ?}, corpus $(ls "$corpus" | wc -l) files"
   reproducer=$(grep -o "Test unit written to .*" "$log" | sed 's/Test unit written to //' | tail -1 || true)
   if [ "$rc" -ne 0 ] || [ -n "$reproducer" ]; then
-    status=1
-    line="$line: FAILED (exit $rc)"
-    echo "run_fuzzers: fuzz_$target FAILED; the end of its log:"
-    grep -E "ERROR|SUMMARY|#[0-9]+ 0x|invariant failed|terminate|what\(\)" "$log" | head -40 || true
-    echo "run_fuzzers: reproducer: ${reproducer:-(none written; see $log)}"
-    [ -n "$reproducer" ] && echo "run_fuzzers: to replay: $build/fuzz/fuzz_$target $reproducer" &&
-      echo "run_fuzzers: to keep as a regression: fuzz/minimize.sh $target $reproducer NAME"
+    echo "$line: FAILED (exit $rc)" >"$results/$target"
+    {
+      echo "run_fuzzers: fuzz_$target FAILED; the end of its log:"
+      grep -E "ERROR|SUMMARY|#[0-9]+ 0x|invariant failed|terminate|what\(\)" "$log" | head -40 || true
+      echo "run_fuzzers: reproducer: ${reproducer:-(none written; see $log)}"
+      if [ -n "$reproducer" ]; then
+        echo "run_fuzzers: to replay: $build/fuzz/fuzz_$target $reproducer"
+        echo "run_fuzzers: to keep as a regression: fuzz/minimize.sh $target $reproducer NAME"
+      fi
+    } >"$results/$target.failed"
+    return 1
   fi
-  summary+=("$line")
+  echo "$line" >"$results/$target"
+}
+
+# Each target is one process on one core: $parallel of them at a time (default: one
+# per core), each still for $seconds, so the whole run takes the time of
+# ceil(targets / parallel) targets instead of all of them.
+parallel=${MACHOFIX_FUZZ_PARALLEL:-$(nproc)}
+results=$(mktemp -d "${TMPDIR:-/tmp}/machofix-fuzz-results.XXXXXX")
+trap 'rm -rf "$results"' EXIT
+running=0
+for target in $targets; do
+  if [ "$running" -ge "$parallel" ]; then
+    wait -n || true
+    running=$((running - 1))
+  fi
+  echo "run_fuzzers: fuzz_$target for $seconds s (log: $build/fuzz-$target.log)"
+  run_target "$target" &
+  running=$((running + 1))
+done
+wait || true
+
+status=0
+summary=()
+for target in $targets; do
+  if [ -f "$results/$target.failed" ] || [ ! -f "$results/$target" ]; then
+    status=1
+    cat "$results/$target.failed" 2>/dev/null || echo "run_fuzzers: fuzz_$target left no result"
+  fi
+  summary+=("$(cat "$results/$target" 2>/dev/null || echo "fuzz_$target: no result: FAILED")")
 done
 echo "run_fuzzers: summary"
 printf '  %s\n' "${summary[@]}"

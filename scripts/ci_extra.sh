@@ -3,8 +3,8 @@
 # one build (build-asan: clang-16, AddressSanitizer + UndefinedBehaviorSanitizer, leak
 # detection on; the core also carries libFuzzer's coverage):
 #  1. every libFuzzer target for a fixed time (fuzz/run_fuzzers.sh), seeded with the
-#     fixtures, the samples and every stored reproducer: six targets, 6 minutes at the
-#     default 60 s each (tbd, plist and exports, the readers of check --app, added 3);
+#     fixtures, the samples and every stored reproducer: six targets at the default
+#     60 s each, one per core at a time (3 minutes on 2 cores);
 #  2. the whole test suite once more, in that build.
 # One sanitizer build serves both, so the core is compiled once for them, not twice.
 # About 25 minutes from nothing on 2 cores, most of it the suite; with the compiler
@@ -39,8 +39,9 @@ if [ "${MACHOFIX_CI_SKIP_SANITIZE:-0}" != 1 ]; then
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   export MACHOFIX_FAULT_MB=${MACHOFIX_FAULT_MB:-64}  # the SIGKILL test's input: smaller under ASan
-  # The tests of the source tree alone (label source-tree) ran in scripts/test.sh.
-  ctest --test-dir "$build" --output-on-failure --output-junit ctest-results.xml -j "$(nproc)" -LE source-tree ||
+  # The tests of the source tree alone (label source-tree) and of the packaging
+  # (label packaging: the commands they run are the suite's) ran in scripts/test.sh.
+  ctest --test-dir "$build" --output-on-failure --output-junit ctest-results.xml -j "$(nproc)" -LE 'source-tree|packaging' ||
     failed+=("the test suite under ASan + UBSan ($build)")
   python3 scripts/ctest_skips.py "$build/ctest-results.xml"
 fi
