@@ -1,7 +1,14 @@
-"""Builds the machofix wheel: the Python package plus, in machofix/_bin/, the machofix
-executable and its LIEF reader plugin from a CMake build directory, tagged
+"""Builds the machofix wheel: the Python package, the machofix executable as the
+wheel's script and its LIEF reader plugin as data, from a CMake build directory, tagged
 py3-none-PLATFORM for the platform of those binaries (they do not depend on the
 Python version).
+
+The executable is a script of the wheel (machofix-VERSION.data/scripts/machofix), as
+maturin ships ruff's and uv's: pip installs it in the environment's bin/ as it is, so
+the `machofix` command starts without Python. Its reader goes to
+machofix-VERSION.data/data/lib/machofix/, which pip installs in lib/machofix/ of the
+same prefix: bin/machofix finds ../lib/machofix/ itself, in a venv, a --user or a
+system install. The Python API runs that same installed executable.
 
     MACHOFIX_BUILD_DIR       the directory holding `machofix` and `machofix-lief.*`
                              (default: ../build, the repository's build directory;
@@ -10,9 +17,11 @@ Python version).
                              configures and builds it first (pip install from a clone).
     MACHOFIX_LICENCE_DIR     a directory of licences of what the binaries link in
                              statically (a release's licences/), carried as
-                             machofix/_bin/licences/.
+                             machofix/licences/.
     MACHOFIX_WHEEL_PLATFORM  the platform tag, e.g. macosx_11_0_arm64 for binaries
-                             cross-built for macOS (also: bdist_wheel --plat-name).
+                             cross-built for macOS (also: bdist_wheel --plat-name), or
+                             a compressed tag set such as
+                             manylinux_2_17_x86_64.manylinux2014_x86_64.
                              Default, for ELF binaries: manylinux_2_Y_ARCH when they
                              need nothing but glibc (2.Y being the newest glibc symbol
                              version they use, read with objdump), else linux_ARCH.
@@ -25,6 +34,10 @@ import sys
 
 from setuptools import Distribution, setup
 from setuptools.command.build_py import build_py
+# setuptools 66 has no subclasses of these two: distutils' own (setuptools' copy of it,
+# since setuptools is imported first).
+from distutils.command.build_scripts import build_scripts
+from distutils.command.install_data import install_data
 
 try:  # setuptools 70.1 and later have their own; Debian 12's setuptools 66 uses the wheel package's
     from setuptools.command.bdist_wheel import bdist_wheel
@@ -145,20 +158,50 @@ def strip_debug_information(path):
         log(f"{os.path.basename(path)}: debug information left out ({before} -> {os.path.getsize(path)} bytes)")
 
 
-class build_py_with_binaries(build_py):
-    """Copies the binaries into machofix/_bin/ of the build, modes kept (executable)."""
+class build_py_with_licences(build_py):
+    """The licences of what the binaries link in, as machofix/licences/."""
 
     def run(self):
+        # pip builds in the source tree (python/build/): the package is staged afresh,
+        # so that nothing an earlier build left there (an older layout's files) ships.
+        shutil.rmtree(os.path.join(self.build_lib, "machofix"), ignore_errors=True)
         super().run()
-        target = os.path.join(self.build_lib, "machofix", "_bin")
-        shutil.rmtree(target, ignore_errors=True)
-        os.makedirs(target)
-        for path in binaries():
-            log(f"carries {path}")
-            strip_debug_information(shutil.copy2(path, target))
+        target = os.path.join(self.build_lib, "machofix", "licences")
         licences = os.environ.get("MACHOFIX_LICENCE_DIR")
         if licences:
-            shutil.copytree(licences, os.path.join(target, "licences"))
+            shutil.copytree(licences, target)
+
+
+class build_executable(build_scripts):
+    """The executable, byte for byte (less its debug information), as the wheel's only
+    script: distutils would open it as a Python script to rewrite its #! line."""
+
+    def get_source_files(self):
+        return []
+
+    def run(self):
+        self.mkpath(self.build_dir)
+        executable = binaries()[0]
+        log(f"carries {executable} as a script")
+        target = os.path.join(self.build_dir, EXECUTABLE)
+        shutil.copy2(executable, target)
+        strip_debug_information(target)
+        return [target], [target]
+
+
+class install_plugin(install_data):
+    """The LIEF reader in lib/machofix/ of the install's prefix (the wheel's
+    .data/data/lib/machofix/), where bin/machofix looks for it."""
+
+    def run(self):
+        plugin = binaries()[1]
+        log(f"carries {plugin} as lib/machofix/{os.path.basename(plugin)}")
+        staged = os.path.join(self.distribution.get_command_obj("build").build_temp, "machofix-data")
+        self.mkpath(staged)
+        copy = shutil.copy2(plugin, staged)
+        strip_debug_information(copy)
+        self.data_files = [("lib/machofix", [copy])]
+        super().run()
 
 
 class BinaryDistribution(Distribution):
@@ -177,10 +220,14 @@ class platform_wheel(bdist_wheel):
             platform = self.plat_name
         if not platform:
             platform = binary_platform(binaries())
-        platform = platform.replace("-", "_").replace(".", "_")
+        if "-" in platform:  # --plat-name macosx-11.0-arm64; dots otherwise join a tag set
+            platform = platform.replace("-", "_").replace(".", "_")
         log(f"tagged py3-none-{platform}")
         return "py3", "none", platform
 
 
-setup(version=version(), distclass=BinaryDistribution,
-      cmdclass={"build_py": build_py_with_binaries, "bdist_wheel": platform_wheel})
+# The script and the data file are named when they are built (binaries() may build
+# them): these entries only make setuptools run the two commands.
+setup(version=version(), distclass=BinaryDistribution, scripts=[EXECUTABLE], data_files=[("lib/machofix", [])],
+      cmdclass={"build_py": build_py_with_licences, "build_scripts": build_executable,
+                "install_data": install_plugin, "bdist_wheel": platform_wheel})

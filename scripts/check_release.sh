@@ -57,7 +57,8 @@ echo "check_release: $outdir"
 expect "SHA256SUMS: every checksum holds" bash -c 'cd "$1" && sha256sum --strict -c SHA256SUMS' _ "$outdir"
 artefacts=(machofix-$version.tar.gz machofix.rb machofix-$version-macos.tar.gz machofix-$version-linux-x86_64.tar.gz
   machofix-$version-linux-aarch64.tar.gz machofix-$version-py3-none-macosx_11_0_universal2.whl
-  machofix-$version-py3-none-manylinux2014_x86_64.whl machofix-$version-py3-none-manylinux2014_aarch64.whl)
+  machofix-$version-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl
+  machofix-$version-py3-none-manylinux_2_17_aarch64.manylinux2014_aarch64.whl)
 for artefact in "${artefacts[@]}"; do
   expect "$artefact: written and in SHA256SUMS" bash -c 'test -s "$1/$2" && grep -q "  $2\$" "$1/SHA256SUMS"' _ \
     "$outdir" "$artefact"
@@ -84,7 +85,7 @@ run_reference "${samples[@]}"
 for arch in x86_64 aarch64; do
   echo "Linux $arch archive:"
   check_linux_archive "$arch"
-  check_wheel "linux-$arch" "manylinux2014_$arch"
+  check_wheel "linux-$arch" "manylinux_2_17_$arch.manylinux2014_$arch"
   runner=()
   [ "$arch" = x86_64 ] || runner=(qemu-aarch64-static -L /usr/aarch64-linux-gnu)
   check_runs "$arch" "${runner[@]}"

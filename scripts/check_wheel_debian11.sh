@@ -28,7 +28,7 @@ while [ $# -gt 0 ]; do
 done
 [ "$(id -u)" -eq 0 ] || { echo "check_wheel_debian11: needs root (mmdebstrap, chroot, mount)" >&2; exit 2; }
 version=$(sed -n 's/^project(machofix VERSION \([0-9.]*\).*/\1/p' "$repo/CMakeLists.txt")
-wheel=$outdir/machofix-$version-py3-none-manylinux2014_x86_64.whl
+wheel=$outdir/machofix-$version-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl
 [ -f "$wheel" ] || { echo "check_wheel_debian11: no $wheel (scripts/build_release.sh)" >&2; exit 2; }
 
 suite=bullseye

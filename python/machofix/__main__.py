@@ -1,6 +1,6 @@
-"""`python -m machofix ARGS...` (and the `machofix` entry point a pip install puts on the
-PATH): runs the executable this package carries with the same arguments, streams
-and exit status."""
+"""`python -m machofix ARGS...`: runs the executable the wheel installed (the `machofix`
+command itself, which starts without Python) with the same arguments, streams and exit
+status."""
 import os
 import subprocess
 import sys

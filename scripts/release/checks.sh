@@ -72,20 +72,25 @@ check_wheel() {
   local wheel=$outdir/machofix-$version-py3-none-$platform.whl dir=$work/wheel-$platform
   echo "$(basename "$wheel"):"
   mkdir -p "$dir" && unzip -q -o "$wheel" -d "$dir"
-  expect "WHEEL says Tag: py3-none-$platform, Root-Is-Purelib: false" bash -c \
-    'grep -qx "Tag: py3-none-$2" "$1"/*.dist-info/WHEEL && grep -qx "Root-Is-Purelib: false" "$1"/*.dist-info/WHEEL' \
-    _ "$dir" "$platform"
+  # One Tag line for each tag of a compressed set (a.b: py3-none-a, py3-none-b).
+  expect "WHEEL says Tag: py3-none-${platform//./, py3-none-}, Root-Is-Purelib: false" bash -c \
+    'diff <(sed -n "s/^Tag: //p" "$1"/*.dist-info/WHEEL) <(tr . "\n" <<<"$2" | sed "s/^/py3-none-/") &&
+     grep -qx "Root-Is-Purelib: false" "$1"/*.dist-info/WHEEL' _ "$dir" "$platform"
   local release
   release=$(find "$work" -maxdepth 2 -type d -name "machofix-$version-$name" | head -n1)
   if [ -z "$release" ]; then
     mkdir -p "$work/$name" && tar -xzf "$outdir/machofix-$version-$name.tar.gz" -C "$work/$name"
     release=$work/$name/machofix-$version-$name
   fi
-  expect "the archive's machofix, byte for byte" cmp "$dir/machofix/_bin/machofix" "$release/bin/machofix"
-  expect "the archive's machofix-lief.so, byte for byte" cmp "$dir/machofix/_bin/machofix-lief.so" \
+  # The executable is the wheel's script (installed as bin/machofix), its reader data
+  # installed as lib/machofix/: the archive's layout, once each.
+  local data=$dir/machofix-$version.data
+  expect "the archive's machofix, byte for byte, as the wheel's script" cmp "$data/scripts/machofix" "$release/bin/machofix"
+  expect "the archive's machofix-lief.so, byte for byte, as lib/machofix/" cmp "$data/data/lib/machofix/machofix-lief.so" \
     "$release/lib/machofix/machofix-lief.so"
-  expect "the archive's licences" diff -r "$dir/machofix/_bin/licences" "$release/licences"
-  expect "machofix/_bin/machofix is executable" test -x "$dir/machofix/_bin/machofix"
+  expect "the archive's licences" diff -r "$dir/machofix/licences" "$release/licences"
+  expect "the script is executable" test -x "$data/scripts/machofix"
+  expect "no other copy of the binaries" bash -c '[ -z "$(find "$1" -name "machofix*" -type f -size +100k ! -path "$1/machofix-*.data/*")" ]' _ "$dir"
 }
 
 # "NAME STATUS": COMMAND's exit status, its output dropped.
@@ -155,11 +160,12 @@ check_runs() {
 }
 
 check_venv() {
-  local venv=$work/venv wheel=$outdir/machofix-$version-py3-none-manylinux2014_x86_64.whl
+  local venv=$work/venv wheel=$outdir/machofix-$version-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl
   expect "python3 -m venv (Debian's)" /usr/bin/python3 -m venv "$venv"
   expect "pip install $(basename "$wheel")" "$venv/bin/pip" install --no-index --no-cache-dir "$wheel"
-  expect "the installed machofix command is the wheel's" bash -c '"$1/bin/machofix" --version | grep -q "$2"' _ \
-    "$venv" "$version"
+  expect "the installed machofix command is the wheel's executable, its reader lib/machofix/'s" bash -c \
+    '"$1/bin/machofix" --version | grep -qx "LIEF reader: $1/bin/../lib/machofix/machofix-lief.so" && cmp "$1/bin/machofix" "$3"' _ \
+    "$venv" "$version" "$work/linux-x86_64/machofix-$version-linux-x86_64/bin/machofix"
   run_samples "$work/run-venv" "$venv/bin/machofix"
   expect "the wheel's machofix: the samples as the development build" same_as_reference "$work/run-venv"
   expect "the Python API (machofix.prune) repairs the samples to the same bytes" \

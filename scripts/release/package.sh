@@ -89,7 +89,9 @@ package_linux() {
   licence_readme "$stage" "for Linux on $arch with glibc $GLIBC_MIN or later" \
     "The only libraries loaded at run time are glibc's (libc, libm, libdl, libpthread, librt)."
   write_tarball "$name"
-  make_wheel "$stage" "manylinux2014_$arch"
+  # PEP 600's tag and its manylinux2014 alias, one compressed tag set: pip 20.3 and
+  # later read the first, pip 19.3 to 20.2 the second.
+  make_wheel "$stage" "manylinux_${GLIBC_MIN/./_}_$arch.manylinux2014_$arch"
 }
 
 # The wheel of a stage's binaries, tagged py3-none-PLATFORM (python/setup.py), built
@@ -102,6 +104,8 @@ make_wheel() {
   rm -rf "$source/python/build" "$source/python"/*.egg-info
   cp "$repo/CMakeLists.txt" "$source/"
   cp "$stage/bin/machofix" "$stage/lib/machofix/machofix-lief.so" "$binaries/"
+  # python/setup.py: the executable as the wheel's script, its reader as lib/machofix/
+  # data, the licences in the package (machofix/licences/).
   # A wheel records each file's mode: the same whatever the builder's umask and the
   # checkout's modes.
   chmod -R u=rwX,go=rX "$source" "$binaries" "$stage/licences"

@@ -274,7 +274,9 @@ def check_typing():
     expect(hints == {"inspect": machofix.Report, "check": machofix.Report, "verify": machofix.Report,
                      "prune": machofix.Report, "sign": machofix.Report, "repair_bytes": bytes},
            f"every function is annotated with what it returns ({hints})")
-    expect(machofix.find_executable() == os.path.join(package, "_bin", "machofix"), "the wheel's executable runs")
+    installed = os.path.join(sys.prefix, "bin", "machofix")
+    expect(os.path.realpath(machofix.find_executable()) == os.path.realpath(installed),
+           f"the executable the wheel installed runs ({installed})")
     expect(all(dataclasses.is_dataclass(getattr(machofix, name)) for name in (
         "Report", "FileReport", "MachOReport", "SliceReport", "DylibReport", "SignatureReport", "PteReport", "BlobReport",
         "Finding", "Summary", "LoaderRuleViolation")), "the report types are dataclasses")

@@ -7,14 +7,17 @@ installed into a fresh virtual environment.
    newest glibc symbol version the binaries use (read here with `objdump -T`, not the
    way setup.py reads it), and the static build (MACHOFIX_STATIC_DEPS, the default)
    needs nothing but glibc (a shared or sanitizer build: linux_ARCH); the WHEEL file, the contents
-   (executable bit kept, the binaries the build's minus debug information, py.typed,
-   the entry point);
+   (the executable as the wheel's script, machofix-VERSION.data/scripts/machofix,
+   executable; its LIEF reader as data, .data/data/lib/machofix/; both the build's
+   minus debug information; py.typed; no console-script entry point);
  - binaries that are not ELF (the macOS cross-build) need MACHOFIX_WHEEL_PLATFORM and
-   are carried as they are;
+   are carried as they are; a tag set (manylinux_2_17_x86_64.manylinux2014_x86_64)
+   names the wheel and is one Tag line each in WHEEL;
  - `python -m venv`, `pip install --no-index WHEEL`; then check_api.py, run by the
    environment's Python, tests every function against the command line;
- - `python -m machofix` and the `machofix` entry point run the bundled executable with
-   its LIEF reader, exit statuses passed through;
+ - the installed bin/machofix is the wheel's executable, not a Python shim, and finds
+   its reader in ../lib/machofix/; `python -m machofix` runs it, exit statuses passed
+   through;
  - samples/export_step.py, run by the environment's Python, uses the package.
 The Python that builds needs setuptools, wheel and venv (Debian: python3-setuptools,
 python3-wheel, python3-venv): this one if it has them, else the first python3 on the
@@ -110,13 +113,16 @@ def check_wheel(wheel, build, static_build):
         tags = archive.read(f"{info}/WHEEL").decode()
         expect(f"Tag: py3-none-{platform}\n" in tags and "Root-Is-Purelib: false" in tags and tags.count("Tag:") == 1,
                f"WHEEL: one tag, py3-none-{platform}, not pure")
-        expected = {"machofix/__init__.py", "machofix/__main__.py", "machofix/py.typed", "machofix/_bin/machofix",
-                    "machofix/_bin/machofix-lief.so"}
+        data = f"machofix-{version()}.data"
+        members = {os.path.join(build, "machofix"): f"{data}/scripts/machofix",
+                   os.path.join(build, "machofix-lief.so"): f"{data}/data/lib/machofix/machofix-lief.so"}
+        expected = {"machofix/__init__.py", "machofix/__main__.py", "machofix/py.typed", *members.values()}
         expect(expected <= names, f"it holds the package, py.typed and the binaries ({sorted(expected - names)} missing)")
-        expect(not [n for n in names if n.endswith((".pyc", ".egg-info")) or ".data/" in n],
-               "and no bytecode, egg-info or .data directory")
-        for binary in binaries:
-            member = f"machofix/_bin/{os.path.basename(binary)}"
+        expect(not [n for n in names if n.endswith((".pyc", ".egg-info")) or "_bin/" in n],
+               "and no bytecode, egg-info or second copy of the binaries")
+        expect(not [n for n in names if n.startswith(data) and n not in members.values()],
+               f"{data}/ holds the two binaries only")
+        for binary, member in members.items():
             if member not in names:
                 continue
             mode = archive.getinfo(member).external_attr >> 16
@@ -126,8 +132,7 @@ def check_wheel(wheel, build, static_build):
             with open(stripped, "rb") as handle:
                 same = archive.read(member) == handle.read()
             expect(mode & 0o111 and same, f"{member}: executable, the build's binary less its debug information")
-        entry_points = archive.read(f"{info}/entry_points.txt").decode()
-        expect("machofix = machofix.__main__:main" in entry_points, "entry point: machofix = machofix.__main__:main")
+        expect(f"{info}/entry_points.txt" not in names, "no console-script entry point: the script is the executable")
 
 
 def check_cross_built(python, fixtures, work):
@@ -145,15 +150,18 @@ def check_cross_built(python, fixtures, work):
     refused = run(*command, env=environment)
     expect(refused.returncode != 0 and "MACHOFIX_WHEEL_PLATFORM" in refused.stdout + refused.stderr
            and not (os.path.isdir(dist) and os.listdir(dist)), "Mach-O binaries without MACHOFIX_WHEEL_PLATFORM: no wheel, the variable named")
-    built = run(*command, env={**environment, "MACHOFIX_WHEEL_PLATFORM": "macosx_11_0_arm64"})
-    wheel = os.path.join(dist, f"machofix-{version()}-py3-none-macosx_11_0_arm64.whl")
-    expect(built.returncode == 0 and os.path.isfile(wheel), f"with MACHOFIX_WHEEL_PLATFORM=macosx_11_0_arm64: {wheel}")
+    tag_set = "macosx_11_0_arm64.macosx_11_0_universal2"
+    built = run(*command, env={**environment, "MACHOFIX_WHEEL_PLATFORM": tag_set})
+    wheel = os.path.join(dist, f"machofix-{version()}-py3-none-{tag_set}.whl")
+    expect(built.returncode == 0 and os.path.isfile(wheel), f"with MACHOFIX_WHEEL_PLATFORM={tag_set}: {wheel}")
     if os.path.isfile(wheel):
+        data = f"machofix-{version()}.data"
         with zipfile.ZipFile(wheel) as archive:
-            same = all(archive.read(f"machofix/_bin/{name}") == read(os.path.join(binaries, name))
-                       for name in ("machofix", "machofix-lief.so"))
+            same = (archive.read(f"{data}/scripts/machofix") == read(os.path.join(binaries, "machofix"))
+                    and archive.read(f"{data}/data/lib/machofix/machofix-lief.so") == read(os.path.join(binaries, "machofix-lief.so")))
             tags = archive.read(f"machofix-{version()}.dist-info/WHEEL").decode()
-        expect(same and "Tag: py3-none-macosx_11_0_arm64\n" in tags, "carrying the binaries as they are, tagged for macOS")
+        expect(same and re.findall(r"^Tag: (.*)$", tags, re.M) == ["py3-none-macosx_11_0_arm64", "py3-none-macosx_11_0_universal2"],
+               "carrying the binaries as they are, the compressed tag set named and one Tag line each")
 
 
 def make_environment(python, wheel, work):
@@ -174,15 +182,22 @@ def clean_environment():
 
 def check_main(venv_python, work):
     environment = clean_environment()
-    site = run(venv_python, "-c", "import machofix, os; print(os.path.dirname(machofix.__file__))", env=environment).stdout.strip()
     version_text = run(venv_python, "-m", "machofix", "--version", env=environment, cwd=work)
     reader = version_text.stdout.partition("LIEF reader: ")[2].strip()
     expect(version_text.returncode == 0 and version_text.stdout.startswith(f"machofix {version()}\n"),
            f"python -m machofix --version: {version_text.stdout.splitlines()[:1]}")
-    expect(reader == os.path.join(site, "_bin", "machofix-lief.so"), f"it uses the LIEF reader of the wheel ({reader})")
-    script = os.path.join(os.path.dirname(venv_python), "machofix")
-    from_script = run(script, "--version", env=environment, cwd=work)
-    expect(from_script.returncode == 0 and from_script.stdout == version_text.stdout, "the machofix entry point: the same")
+    prefix = os.path.dirname(os.path.dirname(venv_python))
+    script = os.path.join(prefix, "bin", "machofix")
+    plugin = os.path.join(prefix, "lib", "machofix", "machofix-lief.so")
+    expect(os.path.realpath(reader) == os.path.realpath(plugin), f"it uses the LIEF reader the wheel installed ({reader})")
+    with open(script, "rb") as handle:
+        expect(handle.read(4) == b"\x7fELF" and os.access(script, os.X_OK),
+               "bin/machofix is the executable itself (ELF, executable), not a Python shim")
+    from_script = run(script, "--version", env={**environment, "PATH": "/nonexistent"}, cwd=work)
+    expect(from_script.returncode == 0 and from_script.stdout == version_text.stdout,
+           "bin/machofix --version: the same, with no Python on the PATH")
+    api = run(venv_python, "-c", "import machofix; print(machofix.find_executable())", env=environment, cwd=work)
+    expect(os.path.realpath(api.stdout.strip()) == os.path.realpath(script), f"the API runs that same executable ({api.stdout.strip()})")
     bad = os.path.join(work, "not_a_model")
     with open(bad, "w") as handle:
         handle.write("text\n")
