@@ -34,27 +34,32 @@ class Machofix < Formula
   depends_on "yaml-cpp"
 
   # The reader builds against LIEF 0.9.0 only; Homebrew's lief is a later,
-  # incompatible version. scripts/build_lief.sh builds its static Mach-O part.
+  # incompatible version. Built here, static, Mach-O only.
   resource "lief" do
     url "https://github.com/lief-project/LIEF/archive/refs/tags/0.9.0.tar.gz"
     sha256 "a3ace799fd17faac5c7cf696867e4458ca7ce4c310c4fefe44542d7970d82c24"
   end
 
   def install
-    # build_lief.sh checks the archive's sha256 and its extracted files' content hash,
-    # and downloads nothing when given the archive.
+    # LIEF with the options scripts/build_lief.sh uses (scripts/lief/options.cmake: the
+    # Mach-O reader alone, static, position-independent), installed in the build tree:
+    # it is linked into the reader and not installed.
     lief = buildpath/"lief"
-    ENV["MACHOFIX_LIEF_TARBALL"] = resource("lief").fetch.to_s
-    ENV["MACHOFIX_JOBS"] = ENV.make_jobs.to_s
-    system "scripts/build_lief.sh", lief
+    resource("lief").stage do
+      system "cmake", "-S", ".", "-B", "build", "-C", buildpath/"scripts/lief/options.cmake",
+             *std_cmake_args(install_prefix: lief)
+      system "cmake", "--build", "build", "--target", "LIB_LIEF_STATIC"
+      system "cmake", "--install", "build"
+    end
 
     # libarchive is keg-only: CMake and pkg-config are told where it is.
     libarchive = Formula["libarchive"].opt_prefix
     ENV.prepend_path "PKG_CONFIG_PATH", libarchive/"lib/pkgconfig"
     # The installed executable looks for its reader beside itself and in
-    # lib/machofix, never in this build tree.
+    # lib/machofix, never in this build tree. pte_writer writes the test's model.
     args = %W[
       -DMACHOFIX_TESTS=OFF
+      -DMACHOFIX_PTE_WRITER=ON
       -DMACHOFIX_PLUGIN_BUILD_PATH=OFF
       -DCMAKE_PREFIX_PATH=#{lief};#{libarchive}
     ]
@@ -62,17 +67,22 @@ class Machofix < Formula
     system "cmake", "--build", "build"
     system "cmake", "--install", "build"
 
-    # The model the test repairs: its Metal .so depends on PyTorch's libomp without
-    # using it (the release's source archive holds it; a clone makes it with
-    # samples/aoti_metal/build.sh).
-    pkgshare.install "samples/aoti_metal/metal_model.pte" unless build.head?
-    pkgshare.install "samples/aoti_metal/machofix.toml"
+    # The model the test repairs, made here from the source tree, stable and HEAD
+    # alike (samples/aoti_metal/build.sh): an arm64 Metal .so linked by Apple's own ld
+    # against the sample's stubs, depending on PyTorch's libomp without using it, in
+    # an ExecuTorch .pte. Apple's clang and ld themselves: the compiler shim's flags are
+    # for this Mac, and the .so is for arm64 on any Mac.
+    system "cmake", "--build", "build", "--target", "pte_writer"
+    ENV["MACHOFIX_SAMPLE_CC"] = DevelopmentTools.locate("clang")
+    ENV["MACHOFIX_SAMPLE_LD"] = DevelopmentTools.locate("ld")
+    system "samples/aoti_metal/build.sh", buildpath/"sample", buildpath/"build/pte_writer"
+    pkgshare.install "sample/metal_model.pte", "sample/machofix.toml"
   end
 
   test do
-    assert_match "machofix #{version}", shell_output("#{bin}/machofix --version") unless version.head?
-    # A HEAD build has no model to repair: it is made, not kept in git.
-    return unless (pkgshare/"metal_model.pte").exist?
+    # A HEAD build says the version in main's CMakeLists.txt.
+    version_line = version.head? ? /^machofix \d+(\.\d+)+$/ : "machofix #{version}"
+    assert_match version_line, shell_output("#{bin}/machofix --version")
 
     cp pkgshare/"metal_model.pte", testpath
     cp pkgshare/"machofix.toml", testpath

@@ -83,7 +83,7 @@ if $fetch_only; then
   echo "$tarball"
   exit 0
 fi
-key=$( (echo "$LIEF_TREE_SHA256"; printf '%s\n' "$@"; cat "$repo/scripts/lief/LIEFGit.cmake" "$0") | "${sha256[@]}" | cut -d' ' -f1)
+key=$( (echo "$LIEF_TREE_SHA256"; printf '%s\n' "$@"; cat "$repo/scripts/lief/LIEFGit.cmake" "$repo/scripts/lief/options.cmake" "$0") | "${sha256[@]}" | cut -d' ' -f1)
 if [ -f "$prefix/.machofix-lief-stamp" ] && [ "$(cat "$prefix/.machofix-lief-stamp")" = "$key" ]; then
   echo "build_lief: LIEF $LIEF_VERSION in $prefix is up to date"
   exit 0
@@ -102,13 +102,10 @@ fi
 
 start=$(date +%s)
 echo "build_lief: building LIEF $LIEF_VERSION (Mach-O only, static) into $prefix"
-# Our LIEFGit.cmake comes first in the module path: the version without git.
-cmake -S "$source_dir" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_MODULE_PATH="$repo/scripts/lief" -DCMAKE_INSTALL_PREFIX="$prefix" \
-  -DLIEF_ELF=OFF -DLIEF_PE=OFF -DLIEF_OAT=OFF -DLIEF_DEX=OFF -DLIEF_VDEX=OFF -DLIEF_ART=OFF \
-  -DLIEF_PYTHON_API=OFF -DLIEF_C_API=OFF -DLIEF_EXAMPLES=OFF -DLIEF_TESTS=OFF -DLIEF_DOC=OFF \
-  -DLIEF_SHARED_LIB=OFF -DLIEF_ENABLE_JSON=OFF -DLIEF_USE_CCACHE=OFF \
-  -DCMAKE_POSITION_INDEPENDENT_CODE=ON "$@" >"$work/configure.log" 2>&1 ||
+# The options (Mach-O only, static, our LIEFGit.cmake) are scripts/lief/options.cmake's,
+# which the Homebrew formula uses too.
+cmake -S "$source_dir" -B "$work/build" -G Ninja -C "$repo/scripts/lief/options.cmake" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_INSTALL_PREFIX="$prefix" "$@" >"$work/configure.log" 2>&1 ||
   { cat "$work/configure.log" >&2; exit 1; }
 cmake --build "$work/build" -j "$jobs" --target LIB_LIEF_STATIC
 rm -rf "$prefix"

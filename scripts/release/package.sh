@@ -125,17 +125,14 @@ write_checksums() {
 }
 
 # The release's source archive: the commit's tracked files (git archive of HEAD, not
-# the working tree; without Formula/, whose sha256 line names this archive), plus the
-# model the Homebrew formula's test repairs, made by samples/aoti_metal/build.sh.
-# Reproducible: the same commit gives the same bytes.
+# the working tree; without Formula/, whose sha256 line names this archive). The
+# formula builds the model its test repairs from these sources. Reproducible: the same
+# commit gives the same bytes.
 package_source() {
   local name=machofix-$version
   local stage=$work/source
   mkdir -p "$stage"
   git -C "$repo" archive --format=tar --prefix="$name/" HEAD -- . ':(exclude)Formula' | tar -xf - -C "$stage"
-  [ -x "$repo/build/tests/pte_writer" ] || logged "$work/pte_writer.log" cmake --build "$repo/build" --target pte_writer
-  logged "$work/sample.log" "$stage/$name/samples/aoti_metal/build.sh" "$work/sample" "$repo/build/tests/pte_writer"
-  cp "$work/sample/metal_model.pte" "$stage/$name/samples/aoti_metal/"
   reproducible_tar_gz "$stage" "$name" "$outdir/$name.tar.gz"
   say "wrote $name.tar.gz"
   logged "$work/formula.log" "$repo/scripts/release/formula.sh" "$repo/Formula/machofix.rb" "$outdir/$name.tar.gz" \

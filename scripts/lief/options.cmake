@@ -1,0 +1,13 @@
+# LIEF 0.9.0 as machofix builds it: the Mach-O reader only, one static library,
+# position-independent (it goes into the reader plugin, a shared module). An initial
+# cache (cmake -C scripts/lief/options.cmake), read by scripts/build_lief.sh and by
+# the Homebrew formula, so that both configure LIEF alike.
+foreach(format ELF PE OAT DEX VDEX ART)
+  set(LIEF_${format} OFF CACHE BOOL "")
+endforeach()
+foreach(part PYTHON_API C_API EXAMPLES TESTS DOC SHARED_LIB ENABLE_JSON USE_CCACHE)
+  set(LIEF_${part} OFF CACHE BOOL "")
+endforeach()
+set(CMAKE_POSITION_INDEPENDENT_CODE ON CACHE BOOL "")
+# LIEFGit.cmake beside this file comes first: the version without git.
+set(CMAKE_MODULE_PATH "${CMAKE_CURRENT_LIST_DIR}" CACHE PATH "")
