@@ -9,9 +9,10 @@
 #   machofix-VERSION-linux-aarch64.tar.gz
 #     each: bin/machofix, lib/machofix/machofix-lief.so, README.md, docs/, licences/
 #   machofix-VERSION-py3-none-macosx_11_0_universal2.whl
-#   machofix-VERSION-py3-none-manylinux2014_x86_64.whl
-#   machofix-VERSION-py3-none-manylinux2014_aarch64.whl
-#     each: the Python package with the same two binaries and licences in machofix/_bin
+#   machofix-VERSION-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl
+#   machofix-VERSION-py3-none-manylinux_2_17_aarch64.manylinux2014_aarch64.whl
+#     each: the Python package (licences in machofix/licences/), the same executable as
+#     the wheel's script (bin/machofix) and its reader as data (lib/machofix/)
 #   machofix-VERSION.tar.gz                the sources (of HEAD) and the sample model the
 #                                          Homebrew formula's test repairs
 #   machofix.rb                            Formula/machofix.rb with that archive's sha256
@@ -24,8 +25,11 @@
 # in the background, at the lowest priority, while the tests run.
 #
 # Inputs, each checked before use:
-#   - zig 0.11.0 from npm (scripts/release/toolchain.sh): the one compiler, for macOS
-#     11.0 and for glibc 2.17 (the manylinux2014 policy), libc++ linked statically;
+#   - zig 0.11.0 (scripts/release/toolchain.sh): the one compiler, for macOS 11.0 and
+#     for glibc 2.17 (the manylinux2014 policy), libc++ linked statically; from npm,
+#     or with MACHOFIX_ZIG_SOURCE=ziglang from ziglang.org ($MACHOFIX_ZIGLANG), its
+#     minisign signature checked (the release workflow); either way its files must
+#     have the content hash pins.lock records for ziglang.org's tarball;
 #   - LIEF 0.9.0 (scripts/build_lief.sh), Mach-O only, static;
 #   - libarchive and its compressors, yaml-cpp, libplist and (Linux) OpenSSL's
 #     libcrypto from Debian 12's source packages (scripts/release/libraries.sh);
@@ -90,6 +94,8 @@ done
 # (xz's, zstd's and OpenSSL's builds), git (LIEF's CMakeLists looks for it), perl
 # (OpenSSL's Configure and assembly), the wheel package (bdist_wheel).
 install_missing_packages dpkg-dev make git perl python3-wheel python3-setuptools
+# zig from ziglang.org: its signature is checked with minisign.
+[ "${MACHOFIX_ZIG_SOURCE:-npm}" != ziglang ] || install_missing_packages minisign curl xz-utils
 
 # Unity build: a release is compiled whole, never piece by piece, and the headers that
 # dominate machofix's compile (spdlog and fmt, CLI11, nlohmann-json, toml++) are then

@@ -2,7 +2,8 @@
 # Reads pins.lock, the repository's one list of pinned inputs (its header says what
 # each kind of line holds). Sourced by scripts/build_release.sh and
 # scripts/build_lief.sh; needs only awk.
-pins_lock=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/pins.lock
+# MACHOFIX_PINS_LOCK: another lock, for the tests' stand-ins of what cannot be reached.
+pins_lock=${MACHOFIX_PINS_LOCK:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/pins.lock}
 
 # pin KIND NAME: that line's "VERSION HASH [WHERE]"; fails, saying so, when there is none.
 pin() {

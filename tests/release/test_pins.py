@@ -23,6 +23,7 @@ FORMS = {
     "tarball": r"[0-9a-f]{64}",
     "tree": r"[0-9a-f]{64}",
     "npm": r"sha512-[A-Za-z0-9+/]{86}==",
+    "minisign": r"RW[A-Za-z0-9+/]{54}",
 }
 ALLOWED_ELSEWHERE = {"Formula/machofix.rb"}
 
