@@ -67,6 +67,16 @@ check_linux_archive() {
 }
 
 # A wheel: its tag, and the binaries and licences of its archive byte for byte.
+# LGPL-2.1 section 6(a): the statically linked libplist's complete source goes with the
+# binaries: Debian's source package, its .dsc the pinned one, every file it lists whole.
+check_lgpl_source() {
+  local dir=$1/licences/libplist-source dsc
+  dsc=$(find "$dir" -name 'libplist_*.dsc' 2>/dev/null | head -n1)
+  [ -n "$dsc" ] && [ "$(sha256sum "$dsc" | cut -d' ' -f1)" = "$(pin_field 2 debian libplist)" ] &&
+    (cd "$dir" && awk '/^Checksums-Sha256:/ { listed = 1; next } /^[^ ]/ { listed = 0 } listed { print $1 "  " $3 }' \
+      "$(basename "$dsc")" | sha256sum --quiet --strict -c -)
+}
+
 check_wheel() {
   local name=$1 platform=$2
   local wheel=$outdir/machofix-$version-py3-none-$platform.whl dir=$work/wheel-$platform
@@ -89,6 +99,7 @@ check_wheel() {
   expect "the archive's machofix-lief.so, byte for byte, as lib/machofix/" cmp "$data/data/lib/machofix/machofix-lief.so" \
     "$release/lib/machofix/machofix-lief.so"
   expect "the archive's licences" diff -r "$dir/machofix/licences" "$release/licences"
+  expect "licences/libplist-source: libplist's pinned source package, whole (LGPL-2.1 6a)" check_lgpl_source "$release"
   expect "the script is executable" test -x "$data/scripts/machofix"
   expect "no other copy of the binaries" bash -c '[ -z "$(find "$1" -name "machofix*" -type f -size +100k ! -path "$1/machofix-*.data/*")" ]' _ "$dir"
 }

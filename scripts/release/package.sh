@@ -29,6 +29,10 @@ stage_documents() {
   cp -a "$cache/prefix-$target/lief/share/licenses/." "$stage/licences/"
   cp -a "$cache/host-headers/share/licenses/." "$stage/licences/"
   cp "$cache/zig-$ZIG_VERSION/package/lib/libcxx/LICENSE.TXT" "$stage/licences/llvm-libc++.txt"
+  # libplist is LGPL-2.1+ and linked in statically: its section 6(a) asks that the
+  # library's complete source go with the binaries. Debian's source package, as built.
+  mkdir -p "$stage/licences/libplist-source"
+  cp "$cache/src/libplist"/libplist_* "$stage/licences/libplist-source/"
 }
 
 # licences/README: what is linked in and under which licence; $1 the stage, $2 what
@@ -46,7 +50,12 @@ statically, with the licence of each:
     License 2.0, whose text is LIEF.txt), easyloggingpp-9.94.2.txt (MIT)
   from Debian 12's source packages: *.copyright (Debian's copyright files):
     $libraries
-    (libplist's is the LGPL 2.1 or later, with its conditions on static linking)
+    libplist (the LGPL 2.1 or later) is linked in statically. As its section 6(a)
+    asks, its complete source goes with these binaries: libplist-source/, Debian's
+    source package as built (dpkg-source -x the .dsc). The work that uses it is
+    machofix, whose source is the release's machofix-$version.tar.gz (BSD-3-Clause):
+    scripts/build_release.sh there builds this library from that source package and
+    links it in, so a changed libplist can be built and linked in the same way.
   CLI11, spdlog, fmt, flatbuffers, toml++, nlohmann-json (headers compiled in):
     lib*-dev.copyright, nlohmann-json3-dev.copyright
   LLVM libc++/libc++abi (zig's): llvm-libc++.txt (Apache-2.0 WITH LLVM-exception)
