@@ -27,7 +27,12 @@ measurements in its places (--check: the committed file is exactly that). Parts:
  - startup: `machofix --version`, `verify` and `prune -o` of a 100 KB dylib, against
    /bin/true;
  - shared: .pte files of 1 and 4 GiB on XFS (a loop device: needs root) with -o and
-   --in-place, against cp, which clones (target: cp + 20 ms).
+   --in-place, against cp, which clones (target: cp + 20 ms);
+ - dask: a store of models on a Dask cluster on loopback (`dask scheduler`, two
+   `dask worker` processes of one thread: python3-distributed) against the local
+   `--jobs 2` run: files and GB per second, the overhead of a task.
+--update FILE measures the --only parts and keeps every other value of FILE (the
+header's too); each part measured so says when, where and how, below its table.
 Each time is the median of several runs with the input in the page cache. Needs the
 LLVM 16 tools and a built tree (scripts/setup.sh). Files go to $BENCH_DIR or /tmp.
 """
@@ -363,6 +368,55 @@ def bench_cost(machofix, pte_writer, work, sizes_kib, runs):
     return rows
 
 
+def start_cluster(machofix, work, workers):
+    """A scheduler and `workers` workers of one thread, each a process, on 127.0.0.1:
+    (scheduler file, processes, environment)."""
+    environment = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), MACHOFIX_EXECUTABLE=machofix)
+    scheduler_file = os.path.join(work, "scheduler.json")
+    logs = open(os.path.join(work, "dask.log"), "w")
+    processes = [subprocess.Popen(["dask", "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                                   "--scheduler-file", scheduler_file], stdout=logs, stderr=logs, env=environment)]
+    while not os.path.exists(scheduler_file):
+        time.sleep(0.1)
+    processes += [subprocess.Popen(["dask", "worker", "--no-nanny", "--nthreads", "1", "--host", "127.0.0.1",
+                                    "--no-dashboard", "--scheduler-file", scheduler_file], stdout=logs, stderr=logs,
+                                   env=environment) for _ in range(workers)]
+    subprocess.run(["/usr/bin/python3", "-c", "import sys; from distributed import Client; "
+                    "Client(scheduler_file=sys.argv[1], timeout=60).wait_for_workers(int(sys.argv[2]), timeout=120)",
+                    scheduler_file, str(workers)], check=True, env=environment)
+    return scheduler_file, processes, environment
+
+
+def bench_dask(machofix, pte_writer, work, count, runs):
+    """A store of `count` model directories (the AOTI sample .pte and an 8 MiB dylib
+    each) on two Dask workers against the local --jobs 2 run."""
+    if not shutil.which("dask"):
+        return None
+    tree = model_tree(pte_writer, work, "dask", count, 8 << 10)
+    files = 2 * count
+    size = sum(os.path.getsize(os.path.join(d, n)) for d, _, names in os.walk(tree) for n in names)
+    scheduler_file, processes, environment = start_cluster(machofix, work, 2)
+    out = os.path.join(work, "dask-out")
+    clear = lambda: shutil.rmtree(out, ignore_errors=True)  # noqa: E731
+    try:
+        local, on_dask = timed(
+            ([machofix, "prune", "-q", tree, "-o", out, "--jobs", "2"], clear),
+            (["env", f"PYTHONPATH={environment['PYTHONPATH']}", f"MACHOFIX_EXECUTABLE={machofix}", "/usr/bin/python3",
+              "-m", "machofix.dask", "--scheduler-file", scheduler_file, "--no-progress", "prune", "-o", out, tree],
+             clear), runs=runs)
+    finally:
+        for process in processes:
+            process.kill()
+            process.wait()
+    clear()
+    shutil.rmtree(tree)
+    # A task's overhead: what each of the two lanes spent beyond the local run, per file.
+    overhead_ms = (on_dask.median - local.median) * 2 / files * 1000
+    return [("local `--jobs 2`", files, size / 1e9, local.median, files / local.median, size / 1e9 / local.median, None),
+            ("Dask: 2 workers, 1 thread each", files, size / 1e9, on_dask.median, files / on_dask.median,
+             size / 1e9 / on_dask.median, overhead_ms)]
+
+
 def bench_many(machofix, pte_writer, work, count, runs):
     """Many small models: the AOTI sample .pte and a 100 KB dylib each, files per second."""
     tree = model_tree(pte_writer, work, "many", count, 100)
@@ -404,6 +458,8 @@ TABLES = {
              ["{}", "`{}`", "{:.3f}", "{:.0f}", "{:.0f}", "{:.2f}x", "{:.2f}x"]),
     "many": (["--jobs", "files", "seconds", "files/s", "scaling", "peak RSS MiB"],
              ["{}", "{}", "{:.2f}", "{:.0f}", "{:.2f}x", "{:.0f}"]),
+    "dask": (["run", "files", "GB", "seconds", "files/s", "GB/s", "overhead ms/task"],
+             ["{}", "{}", "{:.2f}", "{:.2f}", "{:.0f}", "{:.2f}", "{:+.1f}"]),
 }
 NOT_MEASURED = "(not measured in the last run)"
 TEMPLATE = os.path.join(ROOT, "bench", "BENCHMARKS.md.in")
@@ -427,6 +483,18 @@ def render(values):
     for key, value in values.items():
         text = text.replace("{{%s}}" % key, value)
     return text
+
+
+def document_values(path):
+    """The values the script filled into the template to make `path`, or None."""
+    with open(TEMPLATE) as handle:
+        template = handle.read()
+    with open(path) as handle:
+        document = handle.read()
+    pattern = "".join(re.escape(piece) if i % 2 == 0 else "(?P<%s>.*?)" % piece
+                      for i, piece in enumerate(re.split(r"\{\{(\w+)\}\}", template)))
+    match = re.fullmatch(pattern, document, re.DOTALL)
+    return match.groupdict() if match else None
 
 
 def check_document(path):
@@ -463,6 +531,7 @@ def main():
     parser.add_argument("--quick", action="store_true", help="small sizes, 3 runs: a smoke test of the script")
     parser.add_argument("--write", help="write the whole document (bench/BENCHMARKS.md.in filled in) to this file")
     parser.add_argument("--check", help="check that this file is the template filled in by the script, then exit")
+    parser.add_argument("--update", help="measure the --only parts into this document, keeping its other values")
     parser.add_argument("--only", choices=list(TABLES), action="append",
                         help="run only these parts (repeatable); all by default")
     parser.add_argument("--runs", type=int, help="runs per figure (median); 6 by default (even: see timed()), 3 with --quick")
@@ -492,7 +561,11 @@ def main():
         "cost": lambda: bench_cost(machofix, pte_writer, work, [1024, 10240] if arguments.quick else
                                    [1024, 10240, 51200, 204800, 512000], runs),
         "many": lambda: bench_many(machofix, pte_writer, work, 50 if arguments.quick else 1000, runs),
+        "dask": lambda: bench_dask(machofix, pte_writer, work, 20 if arguments.quick else 100, runs),
     }
+    kept = document_values(arguments.update) if arguments.update else None
+    if arguments.update and kept is None:
+        raise SystemExit(f"{arguments.update} is not the template filled in: rewrite it with --write")
     values = {}
     try:
         for part in TABLES:
@@ -509,10 +582,15 @@ def main():
         "machine": machine(),
         "filesystem": filesystem(os.environ.get("BENCH_DIR") or tempfile.gettempdir()),
     })
-    if arguments.write:
-        with open(arguments.write, "w") as handle:
+    if kept is not None:
+        provenance = (f"\n\nThis part: {values['command']}, {values['date']}, on {values['machine']}; files on "
+                      f"{values['filesystem']}; load average {values['load']}.")
+        values = {key: (values[key] + provenance if key in parts else kept[key]) for key in kept}
+    target = arguments.write or arguments.update
+    if target:
+        with open(target, "w") as handle:
             handle.write(render(values))
-        print(f"wrote {arguments.write}")
+        print(f"wrote {target}")
     return 0
 
 

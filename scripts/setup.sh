@@ -50,6 +50,9 @@ debian_packages=(
   # the pieces for CI run for real (tests/ci/): the pre-commit hook by pre-commit in a
   # scratch git repository, the GitHub Action's steps as action.yml (YAML) lists them
   pre-commit python3-yaml git curl
+  # whole model stores on a Dask cluster (python/machofix/dask/): distributed's
+  # scheduler and workers, started for real by the tests
+  python3-distributed
   # the release's zig from ziglang.org, its signature checked (tests/release/: a
   # stand-in on loopback, signed with a key the test makes)
   minisign

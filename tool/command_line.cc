@@ -21,6 +21,10 @@ void add_paths(CLI::App* command, Settings& settings, const char* what) {
   // A path that does not exist is an error of that path alone (core/jobs/batch.cc), not
   // of the command line: the other inputs are still processed.
   command->add_option("PATH", settings.paths, std::string(what) + "; - reads one from standard input")->required();
+  command->add_option("--from-tree", settings.tree,
+                      "the PATHs are files of the tree DIR, each handled as a run over DIR handles it (one that is no "
+                      "model skipped; -o mirrors DIR): a part of a run over DIR, as a distributed run's tasks are")
+      ->type_name("DIR");
 }
 
 void add_json(CLI::App* command, Settings& settings) {

@@ -18,6 +18,7 @@ constexpr int kExitError = 2;
 
 struct Settings {
   std::vector<std::string> paths;
+  std::string tree;  // --from-tree DIR: the paths are files of that tree (core/jobs/batch.h)
   JobOptions job;
   CheckOptions check;            // the command line's declarations (check)
   std::string contract;          // check --contract FILE; "" looks for one beside each model

@@ -128,7 +128,7 @@ void warn_unmatched_globs(const Settings& settings, const std::vector<FileReport
 }
 
 Outcome run_all(const Settings& settings, Operation operation, const JobRunner& runner = {}) {
-  BatchPlan plan = plan_batch(settings.paths, settings.job.output, settings.job.in_place);
+  BatchPlan plan = plan_batch(settings.paths, settings.job.output, settings.job.in_place, settings.tree);
   ProgressBar bar(!settings.quiet, progress_mode(std::getenv("MACHOFIX_PROGRESS")), plan.items.size(), plan.total_size());
   BatchProgress progress;
   progress.file_started = [&](const BatchItem& item) { bar.file_started(item.shown); };
@@ -147,7 +147,7 @@ Outcome run_all(const Settings& settings, Operation operation, const JobRunner& 
 // Several inputs or a directory: a line per file and a summary rather than full reports.
 bool batch_mode(const Settings& settings) {
   std::error_code error;
-  return settings.paths.size() > 1 || std::filesystem::is_directory(settings.paths.front(), error);
+  return settings.paths.size() > 1 || !settings.tree.empty() || std::filesystem::is_directory(settings.paths.front(), error);
 }
 
 int run_inspect(const Settings& settings) {

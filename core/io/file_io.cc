@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 
 #if defined(__APPLE__)
 #include <copyfile.h>
@@ -420,6 +421,27 @@ void write_file_atomically(const std::string& target, const std::vector<uint8_t>
   output.commit();
 }
 
+namespace {
+
+// A process that runs, or may: kill(0) finds it (EPERM: another user's). On Linux a
+// zombie does not: it is dead, only not yet reaped, which takes a moment after a
+// killed writer's parent died too (a distributed worker and its machofix: the
+// retried task's writer must not keep the dead one's temporary file).
+bool process_may_run(pid_t pid) {
+  if (kill(pid, 0) != 0 && errno != EPERM) return false;
+#if defined(__linux__)
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (std::getline(stat, line)) {
+    size_t end = line.rfind(')');  // the command name may hold anything but this is its end
+    if (end != std::string::npos && end + 2 < line.size() && line[end + 2] == 'Z') return false;
+  }
+#endif
+  return true;
+}
+
+}  // namespace
+
 void remove_stale_temporaries(const std::string& target) {
   std::string directory = directory_of(target);
   std::string prefix = temp_prefix(target);
@@ -430,7 +452,7 @@ void remove_stale_temporaries(const std::string& target) {
     if (name.compare(0, prefix.size(), prefix) != 0) continue;
     long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
     // A pid that still runs might be another machofix writing this very file right now.
-    if (pid > 0 && (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM)) continue;
+    if (pid > 0 && process_may_run(static_cast<pid_t>(pid))) continue;
     ::unlink((directory + "/" + name).c_str());
   }
   closedir(listing);

@@ -47,6 +47,21 @@ class Planner {
     add_file({input, input, mirrored, {}, "", {}, /*named=*/true, mirror_, -1}, fs::is_symlink(status));
   }
 
+  // A file of the tree `root`, as add_tree would have found it.
+  void add_member(const std::string& root, const std::string& input) {
+    fs::path relative = fs::path(input).lexically_normal().lexically_relative(fs::path(root).lexically_normal());
+    if (relative.empty() || *relative.begin() == "..")
+      return walk_failure(input, "is not inside --from-tree " + root, ErrorKind::Inapplicable);
+    std::error_code error;
+    fs::file_status status = fs::symlink_status(input, error);
+    if (error == std::errc::no_such_file_or_directory) return walk_failure(input, "no such file or directory");
+    if (error) return walk_failure(input, "cannot read: " + error.message());
+    if (fs::is_directory(status))
+      return walk_failure(input, "is a directory: --from-tree takes the files of the tree", ErrorKind::Inapplicable);
+    std::string mirrored = mirror_ ? (fs::path(output_) / relative).lexically_normal().string() : "";
+    add_file({input, input, mirrored, {}, "", {}, /*named=*/false, mirror_, -1}, fs::is_symlink(status));
+  }
+
   BatchPlan finish() { return std::move(plan_); }
   void refuse(const std::string& path, const std::string& problem) { walk_failure(path, problem, ErrorKind::Inapplicable); }
 
@@ -234,7 +249,16 @@ uint64_t BatchPlan::total_size() const {
   return total;
 }
 
-BatchPlan plan_batch(const std::vector<std::string>& inputs, const std::string& output, bool in_place) {
+BatchPlan plan_batch(const std::vector<std::string>& inputs, const std::string& output, bool in_place,
+                     const std::string& tree) {
+  if (!tree.empty()) {
+    bool to_stdout = is_standard_stream(output);
+    Planner planner(output, in_place, !output.empty() && !to_stdout);
+    if (to_stdout) planner.refuse("-o -", "standard output takes one file, not the files of --from-tree " + tree);
+    else
+      for (const std::string& input : inputs) planner.add_member(tree, input);
+    return planner.finish();
+  }
   bool single_file = inputs.size() == 1 && (is_standard_stream(inputs.front()) || !is_directory(inputs.front()));
   if (is_standard_stream(output) && !single_file) {
     Planner refusal(output, in_place, false);

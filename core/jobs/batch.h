@@ -45,7 +45,14 @@ struct BatchPlan {
 // existing directory, the directory that receives it); otherwise a directory that
 // mirrors the inputs: one directory input's contents go right under it, several
 // inputs each get a subdirectory (or file) named after them.
-BatchPlan plan_batch(const std::vector<std::string>& inputs, const std::string& output, bool in_place);
+//
+// `tree` (--from-tree DIR), when not empty: the inputs are files found in the tree DIR,
+// each planned as a run over DIR alone plans it (a file that is no model is skipped,
+// and with -o copied; -o mirrors DIR; a link in a mirrored tree is recreated), so that
+// runs over parts of a tree (a distributed run's tasks: python/machofix/dask.py) add
+// up to the run over the whole. An input outside DIR, or a directory, is refused.
+BatchPlan plan_batch(const std::vector<std::string>& inputs, const std::string& output, bool in_place,
+                     const std::string& tree = "");
 
 // What run_batch tells a front end as it goes, from its worker threads.
 struct BatchProgress {
