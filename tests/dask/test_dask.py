@@ -33,7 +33,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+PYTHON = sys.executable  # one with distributed: main() makes sure
 FAILURES = []
 
 
@@ -289,7 +289,23 @@ def check_from_tree_refusals(machofix, store, work):
            "--from-tree: a directory of the tree is refused", directory.stderr)
 
 
+def python_with_distributed():
+    """This Python if it has distributed, else Debian's (python3-distributed), which the
+    dask command line runs on; None if neither has it."""
+    for python in (sys.executable, "/usr/bin/python3"):
+        if os.path.exists(python) and subprocess.run([python, "-c", "import distributed"],
+                                                     capture_output=True).returncode == 0:
+            return python
+    return None
+
+
 def main():
+    python = python_with_distributed()
+    if python is None:
+        expect(False, "a python3 with distributed (Debian: python3-distributed)")
+        return 1
+    if os.path.realpath(python) != os.path.realpath(sys.executable):
+        os.execv(python, [python, *sys.argv])
     machofix, pte_writer, fixtures, work = [os.path.abspath(a) for a in sys.argv[1:5]]
     if not shutil.which("dask"):
         expect(False, "dask's command line (Debian: python3-distributed)")
