@@ -13,6 +13,8 @@
 #   scripts/check_reproducible.sh [TARGET...]      (as root; TARGETs as build_release.sh's)
 #
 # Exit status 0 when every artefact is byte-identical, 1 when one differs or a build fails.
+# MACHOFIX_REPRO_KEEP=1 keeps the work directory (A's artefacts can then be checked with
+# scripts/check_release.sh).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 [ "$(id -u)" -eq 0 ] || { echo "check_reproducible: needs root (it builds as a second user)" >&2; exit 1; }
@@ -23,7 +25,7 @@ work=$(mktemp -d "${MACHOFIX_CI_WORK:-/var/tmp}/machofix-repro.XXXXXX")
 chmod 755 "$work"
 cleanup() {
   userdel "$user" >/dev/null 2>&1 || true
-  rm -rf "$work"
+  if [ -n "${MACHOFIX_REPRO_KEEP:-}" ]; then echo "check_reproducible: kept $work (A's artefacts: $work/a/out)"; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
 say() { echo "check_reproducible: $*"; }
