@@ -17,19 +17,16 @@ output must lie on storage every worker sees at the same path.
 
 Outputs are written as a local run writes them: to a temporary file beside the target,
 renamed into place. A worker that dies mid-file takes its machofix process with it
-(Linux: the process is started with PR_SET_PDEATHSIG=SIGKILL, and ends itself if the
-worker is already gone), so the scheduler's retry of the task elsewhere never races a
+(Linux: MACHOFIX_DIE_WITH_PARENT makes the process set PR_SET_PDEATHSIG=SIGKILL on
+itself, and end at once if the worker is already gone), so the scheduler's retry of the task elsewhere never races a
 survivor; the file is reported once, from the task that finished. A second run over
 the same store in place writes nothing and reports every repaired file unchanged.
 
 The command line: `python3 -m machofix.dask --scheduler ADDRESS COMMAND OPTIONS PATH...`
 (`python3 -m machofix.dask --help`).
 """
-import ctypes
-import ctypes.util
 import json
 import os
-import signal
 import stat
 import subprocess
 import sys
@@ -56,22 +53,6 @@ class Task(NamedTuple):
 
 # --- on the worker ---------------------------------------------------------------------
 
-_LIBC = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True) if sys.platform.startswith("linux") else None
-_PR_SET_PDEATHSIG = 1
-
-
-def _dies_with(parent: int):
-    """In the child, before exec: killed when the thread that started it (the worker's)
-    goes, SIGKILL included; ended at once if the worker is already gone. Only a call
-    through a function loaded before the fork, and os calls: nothing that takes a lock."""
-    def prepare() -> None:
-        if _LIBC is not None:
-            _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent:
-            os._exit(125)
-    return prepare
-
-
 def run_task(command: str, options: Sequence[str], task: Task, executable: Optional[str] = None) -> Tuple[int, str, str]:
     """Runs on a worker: machofix COMMAND on the task's paths; (exit status, JSON report,
     stderr). `executable`: the one the client named, else the worker's own."""
@@ -80,8 +61,12 @@ def run_task(command: str, options: Sequence[str], task: Task, executable: Optio
         arguments.append(f"--from-tree={task.tree}")
     if task.output is not None:
         arguments.append(f"--output={task.output}")
+    # The machofix process dies with this worker (it sets PR_SET_PDEATHSIG itself, and
+    # ends at once if the worker is already gone): a task the scheduler retries
+    # elsewhere never races it for its output.
+    environment = dict(os.environ, MACHOFIX_DIE_WITH_PARENT=str(os.getpid()))
     result = subprocess.run([*arguments, "--", *task.paths], stdin=subprocess.DEVNULL, capture_output=True,
-                            preexec_fn=_dies_with(os.getpid()))
+                            env=environment)
     return result.returncode, result.stdout.decode(), result.stderr.decode(errors="replace")
 
 
