@@ -21,6 +21,10 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 [ -x "$repo/build/machofix" ] || { echo "check_reproducible: no build/machofix: run scripts/setup.sh" >&2; exit 1; }
 cache=${MACHOFIX_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/machofix}
 user=machofix-repro
+# LIEF's archive where the checkout finds it (../shared/third_party), for clones that
+# lie elsewhere; else build_lief.sh downloads it.
+lief_tarball=${MACHOFIX_LIEF_TARBALL:-$repo/../shared/third_party/LIEF-0.9.0.tar.gz}
+[ -f "$lief_tarball" ] && export MACHOFIX_LIEF_TARBALL=$lief_tarball
 work=$(mktemp -d "${MACHOFIX_CI_WORK:-/var/tmp}/machofix-repro.XXXXXX")
 chmod 755 "$work"
 cleanup() {
@@ -53,7 +57,7 @@ cp -a "$cache/release" "$work/b/cache/"
 chown -R "$user:" "$work/b"
 say "building B: $user, umask 077, $b"
 start=$(date +%s)
-runuser -u "$user" -- env -i HOME="$work/b/home" PATH="$PATH" LANG=C.UTF-8 bash -c \
+runuser -u "$user" -- env -i HOME="$work/b/home" PATH="$PATH" LANG=C.UTF-8 MACHOFIX_LIEF_TARBALL="${MACHOFIX_LIEF_TARBALL:-}" bash -c \
   'umask 077 && cd "$1" && shift && CCACHE_DISABLE=1 MACHOFIX_CACHE_DIR=$0/b/cache MACHOFIX_HOST_TOOL=$1 \
      scripts/build_release.sh "$0/b/out" "${@:2}"' "$work" "$b" "$repo/build/machofix" "$@" ||
   { say "build B failed"; exit 1; }
