@@ -29,7 +29,6 @@ import json
 import os
 import stat
 import subprocess
-import sys
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from .. import _api
