@@ -52,8 +52,8 @@ start=$(date +%s)
   scripts/build_release.sh "$work/a/out" "$@") || { say "build A failed"; exit 1; }
 say "A took $(($(date +%s) - start)) s"
 # B's copy of the libraries A built or found (the release cache only: what a build reads).
-mkdir -p "$work/b/cache"
-cp -a "$cache/release" "$work/b/cache/"
+mkdir -p "$work/b/cache/release"
+cp -a "$cache/release/." "$work/b/cache/release/"  # the tree, also where release/ is a link
 chown -R "$user:" "$work/b"
 say "building B: $user, umask 077, $b"
 start=$(date +%s)
