@@ -31,11 +31,15 @@ void require_header_room(const MachO& image) {
   uint64_t start = image.load_commands_end();
   uint64_t end = header_room_end(image);
   if (end < start || end - start < kLoadCommandSize)
-    fail("no room in the header for LC_CODE_SIGNATURE (" + std::to_string(end < start ? 0 : end - start) +
-         " bytes free after the load commands, 16 needed)");
+    fail("cannot add a signature: no room in the header for LC_CODE_SIGNATURE (" +
+         std::to_string(end < start ? 0 : end - start) +
+         " bytes free after the load commands, 16 needed); relink with -headerpad_max_install_names");
+  // A linker leaves this padding zero; bytes there may be data some tool put there,
+  // which the new command would overwrite.
   if (!all_zero(image.bytes.sub(start, kLoadCommandSize, "header padding")))
-    image.bytes.fail_here(
-        start, "no room in the header for LC_CODE_SIGNATURE: the bytes after the load commands are not zero");
+    image.bytes.fail_here(start,
+                          "cannot add a signature: no room in the header for LC_CODE_SIGNATURE: the 16 bytes "
+                          "after the load commands are not zero, and machofix does not overwrite them; relink");
 }
 
 // __LINKEDIT must end the slice, but for zero bytes after it: the padding a container
