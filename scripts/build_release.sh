@@ -71,6 +71,10 @@ export ZIG_GLOBAL_CACHE_DIR="$cache/zig-cache" ZIG_LOCAL_CACHE_DIR="$cache/zig-c
 # zig wrapper, written anew on every run (so by its content, not its mtime), which
 # runs clang.
 export CCACHE_COMPILERCHECK=content CCACHE_COMPILERTYPE=clang
+# Paths under this run's temporary directory (machofix's build tree, its unity
+# sources) are hashed relative to it: without this no release object of an earlier
+# run is ever found, and a warm CI recompiled machofix for four targets (~10 min).
+export CCACHE_BASEDIR=$work
 # Archives and wheels with fixed times: the same inputs give the same bytes.
 export SOURCE_DATE_EPOCH=315532800
 started=$(date +%s)
