@@ -104,7 +104,11 @@ start=$(date +%s)
 echo "build_lief: building LIEF $LIEF_VERSION (Mach-O only, static) into $prefix"
 # The options (Mach-O only, static, our LIEFGit.cmake) are scripts/lief/options.cmake's,
 # which the Homebrew formula uses too.
+# LIEF's logging records __FILE__: without the map, the path of this run's temporary
+# directory, so that two builds of one LIEF differed (scripts/check_reproducible.sh).
+prefix_map="-ffile-prefix-map=$work=/machofix-lief"
 cmake -S "$source_dir" -B "$work/build" -G Ninja -C "$repo/scripts/lief/options.cmake" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_C_FLAGS="$prefix_map" -DCMAKE_CXX_FLAGS="$prefix_map" \
   -DCMAKE_INSTALL_PREFIX="$prefix" "$@" >"$work/configure.log" 2>&1 ||
   { cat "$work/configure.log" >&2; exit 1; }
 cmake --build "$work/build" -j "$jobs" --target LIB_LIEF_STATIC

@@ -106,17 +106,26 @@ install_missing_packages dpkg-dev make git perl python3-wheel python3-setuptools
 # parsed once a batch instead of once a file: 43% less compile time (g++ -O2, core
 # and tool: 117 s of CPU instead of 206 s).
 build_machofix() {
-  local build=$work/machofix-$target linker_flags=()
-  # The static libraries' DWARF (OpenSSL's, libarchive's) is 90% of an ELF binary's
-  # size; Mach-O links leave it in the objects.
-  [ "$(target_os "$target")" = linux ] &&
-    linker_flags=(-DCMAKE_EXE_LINKER_FLAGS=-Wl,--strip-debug -DCMAKE_MODULE_LINKER_FLAGS=-Wl,--strip-debug)
+  local build=$work/machofix-$target strip_debug
+  # Debug information out of the binaries: on Linux the static libraries' DWARF
+  # (OpenSSL's, libarchive's) is 90% of an ELF binary's size; a Mach-O link leaves the
+  # DWARF in the objects but writes a debug map naming each object by its path (the
+  # build tree, the zig cache: 61,908 stabs), which no two builds share.
+  case $(target_os "$target") in
+    linux) strip_debug=-Wl,--strip-debug ;;
+    macos) strip_debug=-Wl,-S ;;
+  esac
+  # No path of this machine in the binaries: the checkout's and the cache's (LIEF's
+  # headers) are mapped to fixed names wherever __FILE__ or a debug path names them.
+  local prefix_map="-ffile-prefix-map=$repo=/machofix -ffile-prefix-map=$cache=/machofix-cache"
   # pkg-config (the static libraries libarchive needs) reads the target's prefix only.
   logged "$work/machofix-configure-$target.log" env PKG_CONFIG_LIBDIR="$cache/prefix-$target/lib/pkgconfig" \
     cmake -S "$repo" -B "$build" -G Ninja \
     -DCMAKE_TOOLCHAIN_FILE="$toolchain_dir/toolchain.cmake" -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_C_FLAGS="$prefix_map" -DCMAKE_CXX_FLAGS="$prefix_map" \
     -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" -DMACHOFIX_TESTS=OFF -DMACHOFIX_STATIC_DEPS=ON -DCMAKE_UNITY_BUILD=ON \
-    -DMACHOFIX_PLUGIN_BUILD_PATH=OFF -DOPENSSL_ROOT_DIR="$cache/prefix-$target" "${linker_flags[@]}"
+    -DMACHOFIX_PLUGIN_BUILD_PATH=OFF -DOPENSSL_ROOT_DIR="$cache/prefix-$target" \
+    -DCMAKE_EXE_LINKER_FLAGS="$strip_debug" -DCMAKE_MODULE_LINKER_FLAGS="$strip_debug"
   logged "$work/machofix-build-$target.log" cmake --build "$build" -j "$jobs" --target machofix machofix_lief
   mkdir -p "$work/thin/$target"
   cp "$build/machofix" "$build/machofix-lief.so" "$work/thin/$target/"

@@ -34,6 +34,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/machofix-check-macos.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
 source "$repo/scripts/release/expect.sh"
+source "$repo/scripts/release/build_paths.sh"
 
 tar -xzf "$tarball" -C "$work"
 release=$(find "$work" -mindepth 1 -maxdepth 1 -type d -name 'machofix-*-macos')
@@ -108,6 +109,7 @@ for file in "${files[@]}"; do
     expect "llvm-objdump: $cpu $filetype for macOS 11.0, signed" objdump_headers "$file" "$filetype" "$cpu"
   done
   expect "llvm-objdump: only system libraries" objdump_dependencies "$file"
+  expect "no path of the build machine, no debug map" holds_no_build_path "$file"
   expect "machofix verify: exit 0" "$machofix" verify --json "$work/verify.json" "$file"
   expect "machofix verify: every slice's signature valid" \
     json_check "$work/verify.json" 'slices and all(s["signature"]["status"] == "valid" for s in slices)'

@@ -52,6 +52,7 @@ source "$repo/scripts/release/expect.sh"
 
 source "$repo/scripts/release/pins.sh"
 source "$repo/scripts/release/checks.sh"
+source "$repo/scripts/release/build_paths.sh"
 
 echo "check_release: $outdir"
 expect "SHA256SUMS: every checksum holds" bash -c 'cd "$1" && sha256sum --strict -c SHA256SUMS' _ "$outdir"

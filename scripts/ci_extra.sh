@@ -22,9 +22,11 @@ failed=()
 
 # The product at -O1 (ASan's advice: several times faster than -O0, stacks still
 # whole); the doctest suites at -O0 (tests/CMakeLists.txt), which clang compiles
-# several times faster.
+# several times faster. A unity build, as the release's: built whole on every CI run
+# (ccache or not), and the headers that dominate a compile are parsed once a batch
+# (the whole build: 569 s of CPU instead of 696 s).
 CC=clang-16 CXX=clang++-16 cmake -S . -B "$build" -G Ninja -DMACHOFIX_SANITIZE=ON -DMACHOFIX_FUZZ=ON \
-  -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" >/dev/null
+  -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DCMAKE_UNITY_BUILD=ON >/dev/null
 cmake --build "$build"
 
 if [ "${MACHOFIX_CI_SKIP_FUZZ:-0}" != 1 ]; then

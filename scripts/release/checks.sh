@@ -58,6 +58,7 @@ check_linux_archive() {
     expect "llvm-readelf: ELF64 $machine" readelf_ok "$file" "$machine" "$kind"
     expect "$objdump -T: no symbol version newer than GLIBC_$MANYLINUX_GLIBC" glibc_versions_ok "$objdump" "$file"
     expect "$objdump -p: needs nothing but glibc" needed_ok "$objdump" "$file"
+    expect "no path of the build machine" holds_no_build_path "$file"
   done
   expect "the plugin exports machofix_lief_read_v2" \
     bash -c 'llvm-nm-16 -D --defined-only "$1" | grep -q " T machofix_lief_read_v2$"' _ "$release/lib/machofix/machofix-lief.so"

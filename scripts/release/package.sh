@@ -118,9 +118,11 @@ make_wheel() {
   # A wheel records each file's mode: the same whatever the builder's umask and the
   # checkout's modes.
   chmod -R u=rwX,go=rX "$source" "$binaries" "$stage/licences"
-  logged "$work/wheel-$platform.log" env MACHOFIX_BUILD_DIR="$binaries" MACHOFIX_WHEEL_PLATFORM="$platform" \
-    MACHOFIX_LICENCE_DIR="$stage/licences" \
-    /usr/bin/python3 -m pip wheel --no-build-isolation --no-deps --no-index "$source/python" -w "$work/wheels-$platform"
+  # The files setuptools writes (build/lib's copies, METADATA, RECORD) take the
+  # umask's modes: a builder with umask 077 made 0600 members (scripts/check_reproducible.sh).
+  (umask 022 && logged "$work/wheel-$platform.log" env MACHOFIX_BUILD_DIR="$binaries" \
+    MACHOFIX_WHEEL_PLATFORM="$platform" MACHOFIX_LICENCE_DIR="$stage/licences" \
+    /usr/bin/python3 -m pip wheel --no-build-isolation --no-deps --no-index "$source/python" -w "$work/wheels-$platform")
   local wheel=("$work/wheels-$platform"/machofix-"$version"-py3-none-"$platform".whl)
   [ -f "${wheel[0]}" ] || die "no wheel machofix-$version-py3-none-$platform.whl: $(ls "$work/wheels-$platform")"
   mv "${wheel[0]}" "$outdir/"
