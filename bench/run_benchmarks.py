@@ -52,6 +52,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
 import tamper  # noqa: E402
+from dask_cluster import Cluster  # noqa: E402
 
 
 # The timer (bench/run_timed.cc, built in the build tree's tests/); main() sets it.
@@ -368,25 +369,6 @@ def bench_cost(machofix, pte_writer, work, sizes_kib, runs):
     return rows
 
 
-def start_cluster(machofix, work, workers):
-    """A scheduler and `workers` workers of one thread, each a process, on 127.0.0.1:
-    (scheduler file, processes, environment)."""
-    environment = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), MACHOFIX_EXECUTABLE=machofix)
-    scheduler_file = os.path.join(work, "scheduler.json")
-    logs = open(os.path.join(work, "dask.log"), "w")
-    processes = [subprocess.Popen(["dask", "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-                                   "--scheduler-file", scheduler_file], stdout=logs, stderr=logs, env=environment)]
-    while not os.path.exists(scheduler_file):
-        time.sleep(0.1)
-    processes += [subprocess.Popen(["dask", "worker", "--no-nanny", "--nthreads", "1", "--host", "127.0.0.1",
-                                    "--no-dashboard", "--scheduler-file", scheduler_file], stdout=logs, stderr=logs,
-                                   env=environment) for _ in range(workers)]
-    subprocess.run(["/usr/bin/python3", "-c", "import sys; from distributed import Client; "
-                    "Client(scheduler_file=sys.argv[1], timeout=60).wait_for_workers(int(sys.argv[2]), timeout=120)",
-                    scheduler_file, str(workers)], check=True, env=environment)
-    return scheduler_file, processes, environment
-
-
 def bench_dask(machofix, pte_writer, work, count, runs):
     """A store of `count` model directories (the AOTI sample .pte and an 8 MiB dylib
     each) on two Dask workers against the local --jobs 2 run."""
@@ -395,19 +377,20 @@ def bench_dask(machofix, pte_writer, work, count, runs):
     tree = model_tree(pte_writer, work, "dask", count, 8 << 10)
     files = 2 * count
     size = sum(os.path.getsize(os.path.join(d, n)) for d, _, names in os.walk(tree) for n in names)
-    scheduler_file, processes, environment = start_cluster(machofix, work, 2)
+    cluster = Cluster(work, machofix)
     out = os.path.join(work, "dask-out")
     clear = lambda: shutil.rmtree(out, ignore_errors=True)  # noqa: E731
     try:
+        cluster.add_worker()
+        cluster.add_worker()
+        cluster.wait_for_workers(2)
         local, on_dask = timed(
             ([machofix, "prune", "-q", tree, "-o", out, "--jobs", "2"], clear),
-            (["env", f"PYTHONPATH={environment['PYTHONPATH']}", f"MACHOFIX_EXECUTABLE={machofix}", "/usr/bin/python3",
-              "-m", "machofix.dask", "--scheduler-file", scheduler_file, "--no-progress", "prune", "-o", out, tree],
+            (["env", f"PYTHONPATH={cluster.env['PYTHONPATH']}", f"MACHOFIX_EXECUTABLE={machofix}", "/usr/bin/python3",
+              "-m", "machofix.dask", "--scheduler-file", cluster.file, "--no-progress", "prune", "-o", out, tree],
              clear), runs=runs)
     finally:
-        for process in processes:
-            process.kill()
-            process.wait()
+        cluster.stop()
     clear()
     shutil.rmtree(tree)
     # A task's overhead: what each of the two lanes spent beyond the local run, per file.

@@ -33,6 +33,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
+from dask_cluster import Cluster, python_with_distributed  # noqa: E402
 PYTHON = sys.executable  # one with distributed: main() makes sure
 FAILURES = []
 
@@ -65,45 +67,6 @@ def make_store(store, pte_writer, fixtures, work):
     with tarfile.open(os.path.join(store, "bundle.tar.gz"), "w:gz") as archive:
         archive.add(os.path.join(store, "models", "model0.pte"), "bundle/model0.pte")
         archive.add(os.path.join(store, "libs", "aoti_metal_arm64_dyldinfo.dylib"), "bundle/lib.dylib")
-
-
-class Cluster:
-    """A scheduler and workers, each a process of its own, on 127.0.0.1."""
-
-    def __init__(self, work, machofix):
-        self.work, self.processes, self.workers = work, [], []
-        self.file = os.path.join(work, "scheduler.json")
-        self.env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), MACHOFIX_EXECUTABLE=machofix)
-        self.env.pop("MACHOFIX_LIEF_PLUGIN", None)
-        self.start(["dask", "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-                    "--scheduler-file", self.file], "scheduler")
-        deadline = time.time() + 60
-        while not os.path.exists(self.file) and time.time() < deadline:
-            time.sleep(0.2)
-
-    def start(self, command, name):
-        log = open(os.path.join(self.work, f"{name}.log"), "w")
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=self.env, cwd=self.work)
-        self.processes.append(process)
-        return process
-
-    def add_worker(self):
-        worker = self.start(["dask", "worker", "--no-nanny", "--nthreads", "1", "--host", "127.0.0.1",
-                             "--no-dashboard", "--scheduler-file", self.file], f"worker{len(self.workers)}")
-        self.workers.append(worker)
-        return worker
-
-    def wait_for_workers(self, count):
-        from distributed import Client
-        with Client(scheduler_file=self.file, timeout=60) as client:
-            client.wait_for_workers(count, timeout=120)
-            return sorted(client.scheduler_info()["workers"])
-
-    def stop(self):
-        for process in self.processes:
-            if process.poll() is None:
-                process.kill()
-            process.wait()
 
 
 def dask_run(cluster, *arguments, background=False):
@@ -287,16 +250,6 @@ def check_from_tree_refusals(machofix, store, work):
     directory = local_run(machofix, "prune", f"--from-tree={store}", "--dry-run", os.path.join(store, "models"))
     expect(directory.returncode == 2 and "--from-tree takes the files of the tree" in directory.stderr,
            "--from-tree: a directory of the tree is refused", directory.stderr)
-
-
-def python_with_distributed():
-    """This Python if it has distributed, else Debian's (python3-distributed), which the
-    dask command line runs on; None if neither has it."""
-    for python in (sys.executable, "/usr/bin/python3"):
-        if os.path.exists(python) and subprocess.run([python, "-c", "import distributed"],
-                                                     capture_output=True).returncode == 0:
-            return python
-    return None
 
 
 def main():
