@@ -110,7 +110,8 @@ build_machofix() {
   # Debug information out of the binaries: on Linux the static libraries' DWARF
   # (OpenSSL's, libarchive's) is 90% of an ELF binary's size; a Mach-O link leaves the
   # DWARF in the objects but writes a debug map naming each object by its path (the
-  # build tree, the zig cache: 61,908 stabs), which no two builds share.
+  # build tree, the zig cache: 61,908 stabs), which no two builds share. The reader
+  # plugin is a module on Linux, a shared library (a dylib) on macOS.
   case $(target_os "$target") in
     linux) strip_debug=-Wl,--strip-debug ;;
     macos) strip_debug=-Wl,-S ;;
@@ -125,7 +126,8 @@ build_machofix() {
     -DCMAKE_C_FLAGS="$prefix_map" -DCMAKE_CXX_FLAGS="$prefix_map" \
     -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" -DMACHOFIX_TESTS=OFF -DMACHOFIX_STATIC_DEPS=ON -DCMAKE_UNITY_BUILD=ON \
     -DMACHOFIX_PLUGIN_BUILD_PATH=OFF -DOPENSSL_ROOT_DIR="$cache/prefix-$target" \
-    -DCMAKE_EXE_LINKER_FLAGS="$strip_debug" -DCMAKE_MODULE_LINKER_FLAGS="$strip_debug"
+    -DCMAKE_EXE_LINKER_FLAGS="$strip_debug" -DCMAKE_MODULE_LINKER_FLAGS="$strip_debug" \
+    -DCMAKE_SHARED_LINKER_FLAGS="$strip_debug"
   logged "$work/machofix-build-$target.log" cmake --build "$build" -j "$jobs" --target machofix machofix_lief
   mkdir -p "$work/thin/$target"
   cp "$build/machofix" "$build/machofix-lief.so" "$work/thin/$target/"
