@@ -83,7 +83,24 @@ if $fetch_only; then
   echo "$tarball"
   exit 0
 fi
-key=$( (echo "$LIEF_TREE_SHA256"; printf '%s\n' "$@"; cat "$repo/scripts/lief/LIEFGit.cmake" "$repo/scripts/lief/options.cmake" "$0") | "${sha256[@]}" | cut -d' ' -f1)
+# The key names no path of the cache, so that a copy of the cache at another path (a
+# second user's: scripts/check_reproducible.sh) finds this LIEF built, as it finds the
+# other libraries. A toolchain file counts by its content and that of the compiler
+# wrappers beside it (their flags), the cache's path left out the same way.
+cache_root=${MACHOFIX_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/machofix}
+key_of_arguments() {
+  local arg file content
+  for arg in "$@"; do
+    printf '%s\n' "${arg//"$cache_root"/<cache>}"
+    [[ $arg == -DCMAKE_TOOLCHAIN_FILE=* ]] || continue
+    for file in "$(dirname "${arg#*=}")"/*; do
+      [ -f "$file" ] || continue
+      content=$(<"$file")
+      printf '%s\n%s\n' "${file##*/}" "${content//"$cache_root"/<cache>}"
+    done
+  done
+}
+key=$( (echo "$LIEF_TREE_SHA256"; key_of_arguments "$@"; cat "$repo/scripts/lief/LIEFGit.cmake" "$repo/scripts/lief/options.cmake" "$0") | "${sha256[@]}" | cut -d' ' -f1)
 if [ -f "$prefix/.machofix-lief-stamp" ] && [ "$(cat "$prefix/.machofix-lief-stamp")" = "$key" ]; then
   echo "build_lief: LIEF $LIEF_VERSION in $prefix is up to date"
   exit 0
