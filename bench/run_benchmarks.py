@@ -33,6 +33,8 @@ measurements in its places (--check: the committed file is exactly that). Parts:
    `--jobs 2` run: files and GB per second, the overhead of a task.
 --update FILE measures the --only parts and keeps every other value of FILE (the
 header's too); each part measured so says when, where and how, below its table.
+Measured so on another CPU, the .pte part's table it replaces moves beside it, with its
+provenance (the fixed costs differ from one CPU to the next).
 Each time is the median of several runs with the input in the page cache. Needs the
 LLVM 16 tools and a built tree (scripts/setup.sh). Files go to $BENCH_DIR or /tmp.
 """
@@ -445,6 +447,10 @@ TABLES = {
              ["{}", "{}", "{:.2f}", "{:.2f}", "{:.0f}", "{:.2f}", "{:+.1f}"]),
 }
 NOT_MEASURED = "(not measured in the last run)"
+# Parts whose table a run on another CPU keeps beside its own (their fixed costs
+# differ from one CPU to the next), in the template's {{PART_other_cpu}}.
+KEPT_PER_CPU = ["pte"]
+OTHER_CPU = "(measured on one CPU only)"
 TEMPLATE = os.path.join(ROOT, "bench", "BENCHMARKS.md.in")
 
 
@@ -478,6 +484,27 @@ def document_values(path):
                       for i, piece in enumerate(re.split(r"\{\{(\w+)\}\}", template)))
     match = re.fullmatch(pattern, document, re.DOTALL)
     return match.groupdict() if match else None
+
+
+def cpu_of(machine):
+    """The CPU model of a machine() line: what comes before ", N cores"."""
+    match = re.match(r"(.*?), \d+ cores", machine.strip())
+    return match.group(1) if match else machine.strip()
+
+
+def kept_other_cpu(part, kept, machine):
+    """What the document keeps in PART_other_cpu once PART is measured on `machine`: the
+    table it held, with where it was measured, when that was another CPU; else what
+    it kept there before."""
+    table_text = kept[part]
+    stated = re.search(r"\n\nThis part: .*?, on (.*?); files on (.*)\Z", table_text, re.DOTALL)
+    measured_on = stated.group(1) if stated else kept["machine"]
+    if table_text == NOT_MEASURED or cpu_of(measured_on) == cpu_of(machine):
+        return kept[f"{part}_other_cpu"]
+    if stated:
+        return table_text
+    return (f"{table_text}\n\nThis part: {kept['command']}, {kept['date']}, on {kept['machine']}; files on "
+            f"{kept['filesystem']}; load average {kept['load']}.")
 
 
 def check_document(path):
@@ -568,7 +595,13 @@ def main():
     if kept is not None:
         provenance = (f"\n\nThis part: {values['command']}, {values['date']}, on {values['machine']}; files on "
                       f"{values['filesystem']}; load average {values['load']}.")
-        values = {key: (values[key] + provenance if key in parts else kept[key]) for key in kept}
+        updated = {key: (values[key] + provenance if key in parts else kept[key]) for key in kept}
+        for part in KEPT_PER_CPU:
+            updated[f"{part}_other_cpu"] = kept_other_cpu(part, kept, values["machine"]) if part in parts else \
+                kept[f"{part}_other_cpu"]
+        values = updated
+    else:
+        values.update({f"{part}_other_cpu": OTHER_CPU for part in KEPT_PER_CPU})
     target = arguments.write or arguments.update
     if target:
         with open(target, "w") as handle:
