@@ -100,7 +100,7 @@ key_of_arguments() {
     done
   done
 }
-key=$( (echo "$LIEF_TREE_SHA256"; key_of_arguments "$@"; cat "$repo/scripts/lief/LIEFGit.cmake" "$repo/scripts/lief/options.cmake" "$0") | "${sha256[@]}" | cut -d' ' -f1)
+key=$( (echo "$LIEF_TREE_SHA256"; key_of_arguments "$@"; cat "$repo/scripts/lief/LIEFGit.cmake" "$repo/scripts/lief/LIEFDependencies.cmake" "$repo/scripts/lief/options.cmake" "$0") | "${sha256[@]}" | cut -d' ' -f1)
 if [ -f "$prefix/.machofix-lief-stamp" ] && [ "$(cat "$prefix/.machofix-lief-stamp")" = "$key" ]; then
   echo "build_lief: LIEF $LIEF_VERSION in $prefix is up to date"
   exit 0
