@@ -7,9 +7,10 @@
 #     60 s each, one per core at a time (3 minutes on 2 cores);
 #  2. the whole test suite once more, in that build.
 # One sanitizer build serves both, so the core is compiled once for them, not twice.
-# From nothing on 2 cores 1,660 s (the build about 7 minutes, the fuzzers 3, the
-# suite 1,056 s); with the compiler cache of an earlier run the build takes a minute
-# or two (docs/release.md, Timings).
+# From nothing on 2 cores 1,147 s (the build about 6 minutes, the fuzzers 3, the
+# suite 687 s, its LLVM readers replayed from test.sh's runs: tests/README.md); with
+# the compiler cache of an earlier run the build takes a minute or two
+# (docs/release.md, Timings).
 # Environment:
 #   MACHOFIX_CI_FUZZ_SECONDS  seconds per fuzz target (default 60)
 #   MACHOFIX_CI_SKIP_FUZZ=1 / MACHOFIX_CI_SKIP_SANITIZE=1  to leave a part out
