@@ -121,8 +121,9 @@ start=$(date +%s)
 echo "build_lief: building LIEF $LIEF_VERSION (Mach-O only, static) into $prefix"
 # The options (Mach-O only, static, our LIEFGit.cmake) are scripts/lief/options.cmake's,
 # which the Homebrew formula uses too.
-# LIEF's logging records __FILE__: without the map, the path of this run's temporary
-# directory, so that two builds of one LIEF differed (scripts/check_reproducible.sh).
+# __FILE__ (LIEF's logging, when it is on) and debug paths would otherwise name this
+# run's temporary directory, so that two builds of one LIEF differed
+# (scripts/check_reproducible.sh).
 prefix_map="-ffile-prefix-map=$work=/machofix-lief"
 cmake -S "$source_dir" -B "$work/build" -G Ninja -C "$repo/scripts/lief/options.cmake" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_C_FLAGS="$prefix_map" -DCMAKE_CXX_FLAGS="$prefix_map" \
@@ -134,9 +135,9 @@ cmake --install "$work/build" >/dev/null
 # The licences of what libLIEF.a contains: LIEF and the sources it compiles in.
 mkdir -p "$prefix/share/licenses"
 cp "$source_dir/LICENSE" "$prefix/share/licenses/LIEF.txt"
+# (easylogging++ is not: scripts/lief/options.cmake turns LIEF's logging off.)
 mbedtls=$(find "$work/build" -path '*mbed_tls/src/lief_mbed_tls/LICENSE' | head -n1)
-[ -n "$mbedtls" ] && cp "$mbedtls" "$prefix/share/licenses/mbedTLS-2.6.0.txt"
-elg=$(find "$work/build" -path '*lief_easyloggingpp/LICENCE' | head -n1)
-[ -n "$elg" ] && cp "$elg" "$prefix/share/licenses/easyloggingpp-9.94.2.txt"
+[ -n "$mbedtls" ] || { echo "build_lief: mbed TLS's LICENSE is not where LIEF unpacks it" >&2; exit 1; }
+cp "$mbedtls" "$prefix/share/licenses/mbedTLS-2.6.0.txt"
 echo "$key" >"$prefix/.machofix-lief-stamp"
 echo "build_lief: done in $(($(date +%s) - start)) s"

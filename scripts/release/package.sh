@@ -45,9 +45,9 @@ licence_readme() {
 machofix $version $2, cross-built on Debian 12 with zig $ZIG_VERSION
 ($ZIG_PACKAGE from npm). machofix itself: machofix.txt (BSD-3-Clause). Linked in
 statically, with the licence of each:
-  LIEF 0.9.0 (reader plugin only): LIEF.txt (the Apache License 2.0); mbedTLS 2.6.0 and
-    easyloggingpp 9.94.2, compiled into LIEF: mbedTLS-2.6.0.txt (it names the Apache
-    License 2.0, whose text is LIEF.txt), easyloggingpp-9.94.2.txt (MIT)
+  LIEF 0.9.0 (reader plugin only): LIEF.txt (the Apache License 2.0); mbedTLS 2.6.0's
+    SHA-256, compiled into LIEF: mbedTLS-2.6.0.txt (it names the Apache License 2.0,
+    whose text is LIEF.txt)
   from Debian 12's source packages: *.copyright (Debian's copyright files):
     $libraries
     libplist (the LGPL 2.1 or later) is linked in statically. As its section 6(a)
