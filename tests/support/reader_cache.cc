@@ -48,6 +48,7 @@
 
 #include "core/base/bytes.h"
 #include "core/base/sha.h"
+#include "core/base/util.h"
 
 #ifdef __APPLE__
 #include <mach-o/dyld.h>
@@ -86,6 +87,18 @@ void write_all(int fd, const std::string& bytes) {
   }
 }
 
+// The entries of a colon-separated list ($PATH, the identity files), empty ones too.
+std::vector<std::string> colon_list(const char* text) {
+  std::vector<std::string> entries;
+  std::string list = text ? text : "";
+  for (size_t start = 0;;) {
+    size_t end = list.find(':', start);
+    entries.push_back(list.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) return entries;
+    start = end + 1;
+  }
+}
+
 std::string sha256_of(const std::string& bytes) {
   return machofix::sha256_hex(machofix::Bytes(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
 }
@@ -117,18 +130,12 @@ std::string own_executable() {
 std::string real_reader(const std::string& name) {
   struct stat self;
   if (stat(own_executable().c_str(), &self) != 0) fail("cannot stat its own executable");
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "";
-  size_t start = 0;
-  while (start <= dirs.size()) {
-    size_t end = dirs.find(':', start);
-    if (end == std::string::npos) end = dirs.size();
-    std::string candidate = (end > start ? dirs.substr(start, end - start) : ".") + "/" + name;
+  for (const std::string& dir : colon_list(std::getenv("PATH"))) {
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;  // an empty entry: the working directory
     struct stat st;
     if (stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(candidate.c_str(), X_OK) == 0 &&
         !(st.st_dev == self.st_dev && st.st_ino == self.st_ino))
       return candidate;
-    start = end + 1;
   }
   fail(name + ": no reader of that name on PATH after this cache");
 }
@@ -144,23 +151,16 @@ bool same_file(int a, int b) {
 }
 
 struct Call {
-  std::string reader;               // the real reader's path
   std::string key;                  // hex SHA-256
   std::vector<std::string> paths;   // the arguments naming regular files, longest first
   std::vector<std::string> inputs;  // their bytes
 };
 
 Call describe(const std::string& name, const std::string& reader, int argc, char** argv) {
-  Call call{reader, "", {}, {}};
+  Call call;
   std::string key = std::string(kFormat) + "\n" + name + "\n" + identity_of(reader);
-  if (const char* identity = std::getenv("MACHOFIX_READER_CACHE_IDENTITY")) {
-    std::string files = identity;
-    for (size_t start = 0, end; start < files.size(); start = end + 1) {
-      end = files.find(':', start);
-      if (end == std::string::npos) end = files.size();
-      if (end > start) key += identity_of(files.substr(start, end - start));
-    }
-  }
+  for (const std::string& file : colon_list(std::getenv("MACHOFIX_READER_CACHE_IDENTITY")))
+    if (!file.empty()) key += identity_of(file);
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     struct stat st;
@@ -182,30 +182,31 @@ Call describe(const std::string& name, const std::string& reader, int argc, char
 
 std::string placeholder(size_t index) { return kPlaceholder + std::to_string(index) + "\x1b"; }
 
-// The output with every occurrence of a path replaced by its placeholder, in one
-// pass: where paths overlap the longest wins, and no path is looked for inside a
-// placeholder already written.
-std::string replace_paths(const std::string& text, const std::vector<std::string>& paths) {
-  std::vector<size_t> order(paths.size());
+// `text` with every occurrence of from[i] replaced by to[i], in one pass: where
+// two overlap the longest wins, and nothing is looked for inside what was put in.
+std::string replace_each(const std::string& text, const std::vector<std::string>& from,
+                         const std::vector<std::string>& to) {
+  std::vector<size_t> order(from.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return paths[a].size() > paths[b].size(); });
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return from[a].size() > from[b].size(); });
   std::string result;
   for (size_t at = 0; at < text.size();) {
     auto match = std::find_if(order.begin(), order.end(),
-                              [&](size_t i) { return !paths[i].empty() && text.compare(at, paths[i].size(), paths[i]) == 0; });
+                              [&](size_t i) { return !from[i].empty() && text.compare(at, from[i].size(), from[i]) == 0; });
     if (match == order.end()) {
       result += text[at++];
     } else {
-      result += placeholder(*match);
-      at += paths[*match].size();
+      result += to[*match];
+      at += from[*match].size();
     }
   }
   return result;
 }
 
-std::string base_name(const std::string& path) {
-  size_t slash = path.find_last_of('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
+std::vector<std::string> placeholders(const Call& call) {
+  std::vector<std::string> all;
+  for (size_t i = 0; i < call.paths.size(); ++i) all.push_back(placeholder(i));
+  return all;
 }
 
 bool occurs_in_inputs(const Call& call, const std::string& text) {
@@ -220,29 +221,16 @@ std::optional<std::string> generalise(const Call& call, std::string output) {
   for (size_t i = 0; i < call.paths.size(); ++i) {
     if (occurs_in_inputs(call, call.paths[i])) return std::nullopt;
   }
-  output = replace_paths(output, call.paths);
+  output = replace_each(output, call.paths, placeholders(call));
   for (const std::string& path : call.paths) {
-    std::string name = base_name(path);
+    std::string name = machofix::last_path_component(path);
     if (output.find(name) != std::string::npos && !occurs_in_inputs(call, name)) return std::nullopt;
   }
   return output;
 }
 
 std::string specialise(const Call& call, const std::string& output) {
-  std::vector<std::string> placeholders;
-  for (size_t i = 0; i < call.paths.size(); ++i) placeholders.push_back(placeholder(i));
-  std::string result;
-  for (size_t at = 0; at < output.size();) {
-    auto match = std::find_if(placeholders.begin(), placeholders.end(),
-                              [&](const std::string& p) { return output.compare(at, p.size(), p) == 0; });
-    if (match == placeholders.end()) {
-      result += output[at++];
-    } else {
-      result += call.paths[static_cast<size_t>(match - placeholders.begin())];
-      at += match->size();
-    }
-  }
-  return result;
+  return replace_each(output, placeholders(call), call.paths);
 }
 
 std::string cache_dir() {
@@ -370,7 +358,7 @@ std::optional<Outcome> run(const std::string& reader, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string name = base_name(argv[0]);
+  std::string name = machofix::last_path_component(argv[0]);
   std::string reader = real_reader(name);
   std::string root = cache_dir();
   bool cacheable = root != "off" && !same_file(1, 2);
