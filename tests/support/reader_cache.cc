@@ -77,14 +77,21 @@ std::optional<std::string> read_file(const std::string& path) {
   return bytes;
 }
 
-void write_all(int fd, const std::string& bytes) {
+// False when the bytes could not all be written (errno).
+bool write_all(int fd, const std::string& bytes) {
   size_t done = 0;
   while (done < bytes.size()) {
-    ssize_t wrote = write(fd, bytes.data() + done, bytes.size() - done);
-    if (wrote < 0 && errno == EINTR) continue;
-    if (wrote <= 0) std::exit(125);
+    ssize_t wrote = machofix::retry_on_eintr([&] { return write(fd, bytes.data() + done, bytes.size() - done); });
+    if (wrote <= 0) return false;
     done += static_cast<size_t>(wrote);
   }
+  return true;
+}
+
+// What the reader printed, to this call's stdout or stderr: a reader's caller that
+// cannot take its output is told so, as by the reader itself.
+void print(int fd, const std::string& bytes) {
+  if (!write_all(fd, bytes)) std::exit(125);
 }
 
 // The entries of a colon-separated list ($PATH, the identity files), empty ones too.
@@ -298,10 +305,10 @@ void store(const std::string& root, const std::string& entry, const Outcome& out
   std::string temp = entry + ".tmp" + std::to_string(getpid());
   int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return;  // a cache that cannot be written only costs time
-  write_all(fd, std::string(kFormat) + " " + std::to_string(outcome.status) + " " + std::to_string(outcome.out.size()) +
-                    " " + std::to_string(outcome.err.size()) + "\n" + outcome.out + outcome.err);
-  close(fd);
-  if (rename(temp.c_str(), entry.c_str()) != 0) unlink(temp.c_str());
+  bool written = write_all(fd, std::string(kFormat) + " " + std::to_string(outcome.status) + " " +
+                                   std::to_string(outcome.out.size()) + " " + std::to_string(outcome.err.size()) +
+                                   "\n" + outcome.out + outcome.err);
+  if (close(fd) != 0 || !written || rename(temp.c_str(), entry.c_str()) != 0) unlink(temp.c_str());
   prune(root);
 }
 
@@ -344,8 +351,8 @@ std::optional<Outcome> run(const std::string& reader, char** argv) {
   int status;
   while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
-  write_all(1, outcome.out);
-  write_all(2, outcome.err);
+  print(1, outcome.out);
+  print(2, outcome.err);
   if (!WIFEXITED(status)) {
     signal(WTERMSIG(status), SIG_DFL);
     kill(getpid(), WTERMSIG(status));
@@ -369,8 +376,8 @@ int main(int argc, char** argv) {
   std::string entry = root + "/" + call.key.substr(0, 2) + "/" + call.key;
   if (std::optional<Outcome> cached = load(entry)) {
     utimes(entry.c_str(), nullptr);  // replayed: kept by prune()
-    write_all(1, specialise(call, cached->out));
-    write_all(2, specialise(call, cached->err));
+    print(1, specialise(call, cached->out));
+    print(2, specialise(call, cached->err));
     return cached->status;
   }
   std::optional<Outcome> outcome = run(reader, argv);
