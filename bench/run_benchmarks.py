@@ -501,10 +501,13 @@ def kept_other_cpu(part, kept, machine):
     measured_on = stated.group(1) if stated else kept["machine"]
     if table_text == NOT_MEASURED or cpu_of(measured_on) == cpu_of(machine):
         return kept[f"{part}_other_cpu"]
-    if stated:
-        return table_text
-    return (f"{table_text}\n\nThis part: {kept['command']}, {kept['date']}, on {kept['machine']}; files on "
-            f"{kept['filesystem']}; load average {kept['load']}.")
+    return table_text if stated else table_text + provenance(kept)
+
+
+def provenance(values):
+    """The line an --update run writes below each part it measured."""
+    return (f"\n\nThis part: {values['command']}, {values['date']}, on {values['machine']}; files on "
+            f"{values['filesystem']}; load average {values['load']}.")
 
 
 def check_document(path):
@@ -593,9 +596,7 @@ def main():
         "filesystem": filesystem(os.environ.get("BENCH_DIR") or tempfile.gettempdir()),
     })
     if kept is not None:
-        provenance = (f"\n\nThis part: {values['command']}, {values['date']}, on {values['machine']}; files on "
-                      f"{values['filesystem']}; load average {values['load']}.")
-        updated = {key: (values[key] + provenance if key in parts else kept[key]) for key in kept}
+        updated = {key: (values[key] + provenance(values) if key in parts else kept[key]) for key in kept}
         for part in KEPT_PER_CPU:
             updated[f"{part}_other_cpu"] = kept_other_cpu(part, kept, values["machine"]) if part in parts else \
                 kept[f"{part}_other_cpu"]
