@@ -61,7 +61,7 @@ CopiedOutput::CopiedOutput(const MappedFile& input, const std::string& target, b
   bool cloned = output_->clone_from(input.fd());
   // Not sized up front: the copy grows the file. ext4 copies into a hole below the
   // end of a file about half as fast as it appends (a 4 GB .pte: 4.8 s against 2.1 s);
-  // the checker maps the whole size but reads only what has been copied.
+  // the checker reads only what has been copied.
   checker_.emplace(input, output_->temp_path(), planned_size(input, plan), std::move(compared));
   if (cloned) checker_->prove_shared_extents();
   if (output_->durable()) checker_->start_writeback_of_copies();
@@ -73,7 +73,6 @@ std::vector<CopiedRange> CopiedOutput::keep_copy(uint64_t limit, uint64_t size) 
   checker_->help();  // returns once the copy is done and compared
   std::vector<CopiedRange> copied = ahead_->finish();
   if (output_->size() > size) output_->truncate(size);
-  checker_->resize_output(size);
   for (CopiedRange& range : copied) range.length = range.out_at >= size ? 0 : std::min(range.length, size - range.out_at);
   return copied;
 }

@@ -2,11 +2,10 @@
 // byte for byte with the input, while later ranges are still being copied.
 //
 // A writer copies a range (copy_file_range) and submits it; a thread of the
-// checker's own compares it, in place in the page cache, through the input's
-// mapping and one read-only mapping of the whole output (a small output is read
-// back instead: OutputMapping). A thread that would
-// otherwise wait can help() once the writer is done. The mismatch at the lowest
-// output offset is thrown, with that offset, by help() or finish().
+// checker's own reads it back from both files (pread into a small buffer reused for
+// every range, copy_check.cc says why not through mappings) and compares it. A
+// thread that would otherwise wait can help(), from then on. The mismatch at the
+// lowest output offset is thrown, with that offset, by help() or finish().
 // A range the file system shows stored in the input's own blocks (a reflink clone:
 // core/io/shared_extents.h) is proven by that map, without a read of either side.
 #pragma once
@@ -16,11 +15,9 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
-#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include "core/base/copied_range.h"
 #include "core/base/descriptor.h"
@@ -29,44 +26,12 @@
 
 namespace machofix {
 
-// The temporary output, mapped read-only; remapped when its size changes. An output
-// under kReadNotMappedBelow (core/io/file_io.h) is read instead, range by range as
-// it is compared, into memory of its own: a mapping's setup and teardown take the
-// process's address-space lock for writing, and its munmap interrupts every other
-// CPU the process runs on to flush its TLB. With --jobs 2 on a tree of small models,
-// the workers' waits were almost all for that lock (perf: 89% of their context
-// switches), and --jobs 2 ran 1.1x as many files a second as --jobs 1; a copy of a
-// small range out of the page cache costs less than either.
-class OutputMapping {
- public:
-  OutputMapping(int fd, uint64_t size);
-  ~OutputMapping();
-  OutputMapping(const OutputMapping&) = delete;
-  OutputMapping& operator=(const OutputMapping&) = delete;
-  // The output's bytes [at, at + length), read from the file now if it is not mapped.
-  // Ranges read at the same time by several threads must not overlap.
-  const uint8_t* range(uint64_t at, uint64_t length);
-  // The whole output as last mapped or read: for letting pages go, not for reading.
-  const uint8_t* data() const { return base_; }
-  uint64_t size() const { return size_; }
-  void resize(uint64_t size);
-
- private:
-  void map(uint64_t size);
-  void unmap();
-
-  int fd_;
-  const uint8_t* base_ = nullptr;
-  uint64_t size_ = 0;
-  std::unique_ptr<uint8_t[]> read_;  // what base_ points into when the output is read, not mapped
-};
-
 class CopyChecker {
  public:
-  // `input` must stay mapped while the checker lives; the output at `temp_path` is
-  // mapped `output_size` bytes long, and must hold every range submitted (it may be
-  // shorter while a copy still grows it: only submitted ranges are read). `progress`
-  // hears of the bytes compared.
+  // `input` must stay open while the checker lives; the output at `temp_path` must
+  // hold every range submitted (it may be shorter while a copy still grows it: only
+  // submitted ranges are read). `output_size`: how much is to be compared, for
+  // `progress`, which hears of the bytes compared.
   CopyChecker(const MappedFile& input, const std::string& temp_path, uint64_t output_size, ByteProgress progress = {});
   ~CopyChecker();  // abandons what is still queued
   CopyChecker(const CopyChecker&) = delete;
@@ -88,12 +53,9 @@ class CopyChecker {
   uint64_t proven_shared_bytes() const { return shared_bytes_; }
   // The writer submits nothing more until help() has returned.
   void close_submissions();
-  // Waits until submissions are closed, then compares what is still queued in the
-  // calling thread too; throws the mismatch found.
+  // Compares queued ranges in the calling thread too, until submissions are closed
+  // and every range is compared; throws the mismatch found.
   void help();
-  // The output now has this size (the same size: nothing to do); only between help()
-  // and the next submit().
-  void resize_output(uint64_t size);
   // Waits for every submitted range (compares them here if the checker has no
   // thread of its own); throws the mismatch found.
   void finish();
@@ -102,19 +64,16 @@ class CopyChecker {
   void stop();
   void run();
   void compare_next(std::unique_lock<std::mutex>& lock);
-  void note_compared(const CopiedRange& range, std::unique_lock<std::mutex>& lock);
 
-  const uint8_t* input_;
   int input_fd_;
   Descriptor fd_;
+  uint64_t read_block_;  // bytes read from each file at a time
   std::atomic<uint64_t> shared_bytes_{0};
   bool prove_shared_ = false;  // set before the first submit
   bool write_back_ = false;    // likewise
-  OutputMapping output_;
   std::thread thread_;
   std::mutex mutex_;
-  std::condition_variable work_;         // for the thread: a range came, or it is to end
-  std::condition_variable closed_wake_;  // for help(): closed_ set
+  std::condition_variable work_;         // a range came, or submissions closed, or the thread is to end
   std::condition_variable idle_wake_;    // for help(): busy_ back to 0
   // A part of a submitted range, to compare; the first part of each also starts the
   // writeback of the whole range (write_back bytes), when write_back_ is set.
@@ -123,8 +82,6 @@ class CopyChecker {
     uint64_t write_back = 0;
   };
   std::deque<QueuedPart> queue_;
-  std::vector<CopiedRange> compared_;  // pages not yet released
-  uint64_t compared_bytes_ = 0;
   int busy_ = 0;          // ranges being compared
   bool closed_ = false;   // see close_submissions()
   bool closing_ = false;  // the thread ends once the queue is empty

@@ -33,7 +33,11 @@ inline bool is_standard_stream(const std::string& path) { return path == kStanda
 
 // A file that is only read back (an output, before it is committed) is read into
 // memory rather than mapped when it is smaller than this: for a small file a mapping
-// costs more than the copy (core/io/copy_check.h, OutputMapping, says why). 128 KiB:
+// costs more than the copy. A mapping's setup and teardown take the process's
+// address-space lock for writing, and its munmap interrupts every other CPU the
+// process runs on to flush its TLB: with --jobs 2 on a tree of small models, the
+// workers' waits were almost all for that lock (perf: 89% of their context
+// switches), and --jobs 2 ran 1.1x as many files a second as --jobs 1. 128 KiB:
 // glibc's malloc serves smaller blocks from its heap, larger ones with a mapping of
 // their own (M_MMAP_THRESHOLD), which is what reading is to avoid (a first version
 // that read outputs up to 1 MiB made a 600 KB dylib's prune -o 4.20 -> 4.57 ms).
