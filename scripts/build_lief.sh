@@ -2,8 +2,10 @@
 # Builds the pinned LIEF (0.9.0, the version Debian 12 packages) as a static library
 # with only its Mach-O reader, and installs it in PREFIX (include/, lib/libLIEF.a).
 # The machofix LIEF reader must build against this very version on every platform:
-# on Debian it is liblief-dev; where no package has it (macOS: Homebrew's LIEF is a
-# later, incompatible version; cross-builds) this script builds it from source.
+# Debian's liblief-dev has it, with every format; this script builds it from source
+# with the Mach-O reader alone, for the releases, for macOS (Homebrew's LIEF is a
+# later, incompatible version) and for scripts/setup.sh's build (the plugin loads in
+# a fifth of the time: BENCHMARKS.md).
 #
 #   scripts/build_lief.sh PREFIX [CMAKE_ARG...]      (e.g. a toolchain file)
 #   scripts/build_lief.sh --fetch-only               get and check the source, build nothing
@@ -69,17 +71,23 @@ find_tarball() {
   echo "$download"
 }
 
-tarball=$(find_tarball)
-if $fetch_only; then
-  check_dir=$(mktemp -d "${TMPDIR:-/tmp}/machofix-lief.XXXXXX")
-  trap 'rm -rf "$check_dir"' EXIT
-  tar -xzf "$tarball" -C "$check_dir"
-  tree=$(tree_sha256 "$check_dir/LIEF-$LIEF_VERSION")
+# Extracts the tarball into the directory $1 and checks its files against the pin.
+extract_checked() {
+  tar -xzf "$tarball" -C "$1"
+  local tree
+  tree=$(tree_sha256 "$1/LIEF-$LIEF_VERSION")
   if [ "$tree" != "$LIEF_TREE_SHA256" ]; then
     rm -f "$cache/LIEF-$LIEF_VERSION-upstream.tar.gz"  # never kept for the next run
     echo "build_lief: $tarball: its files are not LIEF $LIEF_VERSION's (content hash $tree, expected $LIEF_TREE_SHA256)" >&2
     exit 1
   fi
+}
+
+tarball=$(find_tarball)
+if $fetch_only; then
+  check_dir=$(mktemp -d "${TMPDIR:-/tmp}/machofix-lief.XXXXXX")
+  trap 'rm -rf "$check_dir"' EXIT
+  extract_checked "$check_dir"
   echo "$tarball"
   exit 0
 fi
@@ -108,14 +116,8 @@ fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/machofix-lief.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-tar -xzf "$tarball" -C "$work"
+extract_checked "$work"
 source_dir=$work/LIEF-$LIEF_VERSION
-tree=$(tree_sha256 "$source_dir")
-if [ "$tree" != "$LIEF_TREE_SHA256" ]; then
-  rm -f "$cache/LIEF-$LIEF_VERSION-upstream.tar.gz"  # never kept for the next run
-  echo "build_lief: $tarball: its files are not LIEF $LIEF_VERSION's (content hash $tree, expected $LIEF_TREE_SHA256)" >&2
-  exit 1
-fi
 
 start=$(date +%s)
 echo "build_lief: building LIEF $LIEF_VERSION (Mach-O only, static) into $prefix"

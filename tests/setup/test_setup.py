@@ -38,6 +38,11 @@ class SetupTest(unittest.TestCase):
         self.repo = os.path.join(self.directory.name, "repo")
         os.makedirs(os.path.join(self.repo, "scripts"))
         shutil.copy(os.path.join(ROOT, "scripts", "setup.sh"), os.path.join(self.repo, "scripts"))
+        # LIEF's build is tested on its own (release_lief_fetch): here, only how setup.sh calls it.
+        build_lief = os.path.join(self.repo, "scripts", "build_lief.sh")
+        with open(build_lief, "w") as handle:
+            handle.write('#!/bin/sh\necho "build_lief.sh $*" >>"$FAKE_CALLS"\n')
+        os.chmod(build_lief, 0o755)
         self.bin = os.path.join(self.directory.name, "bin")
         os.makedirs(self.bin)
         for tool in REAL_TOOLS:
@@ -74,11 +79,18 @@ class SetupTest(unittest.TestCase):
         self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
         self.assertEqual(result.stdout.splitlines(), [
             "setup: installing 2 Debian packages with apt-get (log: build/setup.log)",
+            "setup: LIEF 0.9.0, its Mach-O reader (scripts/build_lief.sh, once)",
             "setup: configuring (RelWithDebInfo, CMake + Ninja)", "setup: building"])
         self.assertEqual(result.stderr, "")
         self.assertEqual(calls[:2], ["apt-get update", "apt-get install -y --no-install-recommends nettle-dev zlib1g-dev"])
         self.assertIn("Reading package lists... Done", self.log())
         self.assertIn("-- Configuring done", self.log())
+        # The build uses the LIEF that setup.sh built, wherever the cache is.
+        lief = os.path.join(self.directory.name, ".cache", "machofix", "lief-0.9.0-" + os.uname().machine + "-linux")
+        self.assertIn("build_lief.sh " + lief, calls)
+        configure = [call for call in calls if call.startswith("cmake -S")]
+        self.assertEqual(len(configure), 1, calls)
+        self.assertIn("-DMACHOFIX_LIEF_PREFIX=" + lief, configure[0].split())
 
     def test_nothing_missing_installs_nothing(self):
         result, calls = self.setup()
