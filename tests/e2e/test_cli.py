@@ -490,10 +490,13 @@ def check_progress(machofix, pte_writer, make_big_macho, inputs, work):
     subprocess.run([os.path.join(ROOT, "tests", "pte", "make_blobs.sh"), blobs], check=True, capture_output=True)
     big_pte = os.path.join(scratch, "big.pte")
     subprocess.run([pte_writer, "big", blobs, big_pte, str(512 << 20)], check=True)
+    # 512 MiB each: long enough that a redraw (every 100 ms) falls inside the work, even
+    # where starting the process takes a tenth of a second (a sanitizer build: a
+    # 128 MiB dylib took 0.2-0.3 s there and drew only its first line).
     big_macho = os.path.join(scratch, "big.dylib")
-    subprocess.run([make_big_macho, big_macho, "128"], check=True)
+    subprocess.run([make_big_macho, big_macho, "512"], check=True)
     check_single_file_progress(machofix, big_pte, "a 512 MiB .pte", scratch)
-    check_single_file_progress(machofix, big_macho, "a 128 MiB dylib", scratch)
+    check_single_file_progress(machofix, big_macho, "a 512 MiB dylib", scratch)
     # The default: only for a run expected to take more than about a second.
     out = os.path.join(scratch, "auto.out")
     status, terminal, seconds = run_on_terminal(machofix, "prune", big_pte, "-o", out)
