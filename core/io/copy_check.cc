@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <vector>
 
 #include "core/base/error.h"
 #include "core/base/proof_seam.h"
@@ -39,12 +41,37 @@ constexpr uint64_t kSmallReadBlock = 64ull << 10;
 // thread can share one range.
 constexpr uint64_t kCompareUnit = 1ull << 20;
 
-// The two buffers of the calling thread, each kReadBlock long: one allocation per
-// thread for all the ranges it ever compares.
-uint8_t* read_buffers() {
-  thread_local std::unique_ptr<uint8_t[]> buffers(new uint8_t[2 * kReadBlock]);
-  return buffers.get();
-}
+// The buffers a comparison reads into, two of kReadBlock bytes in one allocation,
+// lent to each comparing thread and kept for the next range and the next file: the
+// first write to each page of a buffer costs a fault. (Not thread_local: a
+// thread_local with a destructor needs glibc's __cxa_thread_atexit_impl, which the
+// Linux releases' glibc 2.17 lacks.)
+class ReadBuffers {
+ public:
+  ReadBuffers() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (kept_.empty()) {
+      buffers_.reset(new uint8_t[2 * kReadBlock]);
+      return;
+    }
+    buffers_ = std::move(kept_.back());
+    kept_.pop_back();
+  }
+  ~ReadBuffers() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    kept_.push_back(std::move(buffers_));
+  }
+  ReadBuffers(const ReadBuffers&) = delete;
+  ReadBuffers& operator=(const ReadBuffers&) = delete;
+  uint8_t* expected() { return buffers_.get(); }
+  uint8_t* written() { return buffers_.get() + kReadBlock; }
+
+ private:
+  std::unique_ptr<uint8_t[]> buffers_;
+  // As many as threads ever compared at once; freed at exit.
+  static inline std::mutex mutex_;
+  static inline std::vector<std::unique_ptr<uint8_t[]>> kept_;
+};
 
 // Reads `length` bytes of `fd` from `at` into `into`. An error names the file
 // (`what`) and, when it is shorter, says `too_short`, at the output offset that was
@@ -59,8 +86,9 @@ void read_block(int fd, uint8_t* into, uint64_t at, uint64_t length, uint64_t ou
 // Compares the output's bytes of `range` (in `output_fd`) with the input's, `block`
 // bytes (at most kReadBlock) at a time.
 void compare_range(int input_fd, int output_fd, const CopiedRange& range, uint64_t block) {
-  uint8_t* expected = read_buffers();
-  uint8_t* written = expected + kReadBlock;
+  ReadBuffers buffers;
+  uint8_t* expected = buffers.expected();
+  uint8_t* written = buffers.written();
   for (uint64_t done = 0, length = 0; done < range.length; done += length) {
     length = std::min(block, range.length - done);
     uint64_t out_at = range.out_at + done;
