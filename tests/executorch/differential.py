@@ -53,7 +53,9 @@ TIMEOUT = 60
 # it cannot renew, segments it does not move, an output its proof refuses) is not
 # written. The message says what machofix will not do and why. A blob whose filetype
 # is not one dyld loads (a dSYM, an object file: dlopen() refuses it, a step this
-# runtime loader stops before) is refused as not handled, and a signature that sign
+# runtime loader stops before) is refused as not handled, as is a 32-bit Mach-O (a
+# 64-bit process's dlopen() refuses it too: seed 2652710170 turned a blob's magic
+# 0xfeedfacf into 0xfeedface), and a signature that sign
 # cannot add or replace without overwriting bytes it does not own (header padding
 # that is not zero, data after __LINKEDIT). Anything else on a file that loads is a
 # false rejection.
@@ -65,7 +67,7 @@ OWN_REASONS = re.compile(
     r"machofix does not move segments|no dependent dylib's install name matches|"
     r"verifying the output before committing it|the input breaks the loader rule [a-z0-9-]+|"
     r"Mach-O header \(\d+ bytes\) runs past the end of its container|"
-    r"is not supported \(only dylibs, bundles and executables\)|"
+    r"is not supported \(only dylibs, bundles and executables\)|32-bit Mach-O is not supported|"
     r"cannot add a signature: |cannot replace the unreadable signature: ")
 INTERESTING_32 = [0, 1, 2, 7, 8, 0x7F, 0x80, 0xFF, 0x100, 0xFFFF, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 0xFFFFFFFE]
 INTERESTING_64 = [0, 1, 8, 24, 32, 63, 64, 4096, 1 << 31, 1 << 32, (1 << 63), (1 << 64) - 1, (1 << 64) - 8]
