@@ -27,7 +27,6 @@ scratch directory under the final basenames and nothing records paths or times.
 
 import json
 import os
-import plistlib
 import re
 import shutil
 import subprocess
@@ -43,17 +42,9 @@ sys.path.insert(0, str(FIXTURES))
 sys.dont_write_bytecode = True      # keep __pycache__ out of the source tree
 
 import imports    # noqa: E402  (independent reader: llvm-objdump / llvm-nm)
+from fixture_build import (CC, CFLAGS, LD, LIBSYSTEM, LIPO, MACOS, OBJDUMP, OPT_OMP, RPATH_OMP,  # noqa: E402
+                           SYSROOT_TARGETS, StagedImages, info_plist)
 
-CC = "clang-16"
-LD = "ld64.lld-16"
-LIPO = "llvm-lipo-16"
-OBJDUMP = "llvm-objdump-16"
-
-CFLAGS = ["-O2", "-fno-builtin", "-fno-stack-protector"]
-MACOS = "11.0"
-OPT_OMP = "/opt/llvm-openmp/lib/libomp.dylib"
-RPATH_OMP = "@rpath/libomp.dylib"
-LIBSYSTEM = "/usr/lib/libSystem.B.dylib"
 LIBCXX = "/usr/lib/libc++.1.dylib"
 METAL = "/System/Library/Frameworks/Metal.framework/Versions/A/Metal"
 MPSGRAPH = ("/System/Library/Frameworks/MetalPerformanceShadersGraph.framework/Versions/A/"
@@ -380,7 +371,6 @@ APPS = {a.name: a for a in [
 
 # --------------------------------------------------------------------------- sysroot
 
-SYSROOT_TARGETS = "[ arm64-macos, x86_64-macos ]"
 LIBSYSTEM_TBD = f"""--- !tapi-tbd
 tbd-version: 4
 targets: {SYSROOT_TARGETS}
@@ -490,32 +480,9 @@ def write_sysroot(outdir):
 
 # --------------------------------------------------------------------------- build
 
-class Builder:
+class Builder(StagedImages):
     def __init__(self, scratch):
-        self.scratch = Path(scratch)
-        self.stage = self.scratch / "stage"
-        self.tbd = {p.stem: p for p in sorted((FIXTURES / "tbd").glob("*.tbd"))}
-        self.gen = {}
-        gen = self.scratch / "gen"
-        gen.mkdir()
-        for key, (install, symbols) in GEN_TBDS.items():
-            path = gen / f"{key}.tbd"
-            path.write_text("--- !tapi-tbd\ntbd-version: 4\n"
-                            f"targets: {SYSROOT_TARGETS}\ninstall-name: '{install}'\nexports:\n"
-                            f"  - targets: {SYSROOT_TARGETS}\n    symbols: [ {', '.join(symbols)} ]\n...\n")
-            self.gen[key] = path
-        self.images = {image.key: image for image in IMAGES}
-
-    def staged(self, key):
-        return self.stage / self.images[key].stage
-
-    def lib_path(self, ref, labels=False):
-        kind, _, name = ref.partition(":")
-        if kind == "tbd":
-            return f"tests/fixtures/tbd/{name}.tbd" if labels else self.tbd[name]
-        if kind == "gen":
-            return f"gen/{name}.tbd" if labels else self.gen[name]
-        return f"{self.images[name].stage}" if labels else self.staged(name)
+        super().__init__(scratch, GEN_TBDS, IMAGES)
 
     def compile(self, image, arch):
         defines = image.defines + image.arch_defines.get(arch, [])
@@ -568,14 +535,8 @@ class Builder:
             self.build(image)
 
 
-def info_plist(executable, name):
-    return plistlib.dumps({
-        "CFBundleExecutable": executable,
-        "CFBundleIdentifier": f"org.machofix.fixtures.{name.replace('_', '-')}",
-        "CFBundleName": name,
-        "CFBundlePackageType": "APPL",
-        "LSMinimumSystemVersion": MACOS,
-    }, sort_keys=True)
+def app_plist(executable, name):
+    return info_plist(executable, name, f"org.machofix.fixtures.{name.replace('_', '-')}", MACOS)
 
 
 def assemble_app(builder, app, outdir):
@@ -583,9 +544,9 @@ def assemble_app(builder, app, outdir):
     root.mkdir(parents=True)
     if app.form == "bundle":
         (root / "Contents" / "MacOS").mkdir(parents=True)
-        (root / "Contents" / "Info.plist").write_bytes(info_plist(app.exe, app.name[:-4]))
+        (root / "Contents" / "Info.plist").write_bytes(app_plist(app.exe, app.name[:-4]))
     elif app.form == "flat":
-        (root / "Info.plist").write_bytes(info_plist(app.exe, app.name[:-4]))
+        (root / "Info.plist").write_bytes(app_plist(app.exe, app.name[:-4]))
     if app.exe:
         shutil.copyfile(builder.staged(app.exe), outdir / app.exe_path)
         os.chmod(outdir / app.exe_path, 0o755)

@@ -52,7 +52,6 @@ basenames and nothing records paths or times.
 
 import json
 import os
-import plistlib
 import re
 import shutil
 import subprocess
@@ -69,16 +68,9 @@ sys.path.insert(0, str(FIXTURES))
 sys.dont_write_bytecode = True      # keep __pycache__ out of the source tree
 
 import imports    # noqa: E402  (independent reader: llvm-objdump / llvm-nm)
+from fixture_build import (CC, CFLAGS, LD, LIBSYSTEM, MACOS, OBJDUMP, OPT_OMP, RPATH_OMP,  # noqa: E402
+                           StagedImages, info_plist)
 
-CC = "clang-16"
-LD = "ld64.lld-16"
-OBJDUMP = "llvm-objdump-16"
-
-CFLAGS = ["-O2", "-fno-builtin", "-fno-stack-protector"]
-MACOS = "11.0"
-OPT_OMP = "/opt/llvm-openmp/lib/libomp.dylib"
-RPATH_OMP = "@rpath/libomp.dylib"
-LIBSYSTEM = "/usr/lib/libSystem.B.dylib"
 RPATH_CXX = "@rpath/libc++.1.dylib"
 # A build machine's helper library nothing in the model uses; long, so that its
 # load command frees more room than the rename below needs.
@@ -95,7 +87,6 @@ RESOURCES_NAME = "@executable_path/../Resources/lib/libomp.dylib"
 # The install name of Launch.app's libomp, which its executable loads at launch.
 EXE_OMP = "@executable_path/../Frameworks/libomp.dylib"
 
-SYSROOT_TARGETS = "[ arm64-macos, x86_64-macos ]"
 # Stubs written here for linking only (none is shipped anywhere).
 GEN_TBDS = {
     "libomp_opt": (OPT_OMP, ["___kmpc_barrier", "___kmpc_fork_call", "_omp_get_max_threads",
@@ -232,32 +223,9 @@ TIGHT = {"m_tight": {"old": OPT_OMP, "new": RESOURCES_NAME, "removed": UNUSED_LO
          "m_tight_nounused": {"old": OPT_OMP, "new": RESOURCES_NAME, "removed": None}}
 
 
-class Builder:
+class Builder(StagedImages):
     def __init__(self, scratch):
-        self.scratch = Path(scratch)
-        self.stage = self.scratch / "stage"
-        self.tbd = {p.stem: p for p in sorted((FIXTURES / "tbd").glob("*.tbd"))}
-        self.gen = {}
-        gen = self.scratch / "gen"
-        gen.mkdir()
-        for key, (install, symbols) in GEN_TBDS.items():
-            path = gen / f"{key}.tbd"
-            path.write_text("--- !tapi-tbd\ntbd-version: 4\n"
-                            f"targets: {SYSROOT_TARGETS}\ninstall-name: '{install}'\nexports:\n"
-                            f"  - targets: {SYSROOT_TARGETS}\n    symbols: [ {', '.join(symbols)} ]\n...\n")
-            self.gen[key] = path
-        self.images = {image.key: image for image in IMAGES}
-
-    def staged(self, key):
-        return self.stage / self.images[key].stage
-
-    def lib_path(self, ref, labels=False):
-        kind, _, name = ref.partition(":")
-        if kind == "tbd":
-            return f"tests/fixtures/tbd/{name}.tbd" if labels else self.tbd[name]
-        if kind == "gen":
-            return f"gen/{name}.tbd ({GEN_TBDS[name][0]})" if labels else self.gen[name]
-        return self.images[name].stage if labels else self.staged(name)
+        super().__init__(scratch, GEN_TBDS, IMAGES)
 
     def compile(self, image):
         tag = "-".join([Path(image.src).stem] + image.defines)
@@ -393,14 +361,8 @@ def verify_tight(builder):
 
 # --------------------------------------------------------------------------- apps
 
-def info_plist(executable, name):
-    return plistlib.dumps({
-        "CFBundleExecutable": executable,
-        "CFBundleIdentifier": f"org.machofix.fixtures.fix.{name}",
-        "CFBundleName": name,
-        "CFBundlePackageType": "APPL",
-        "LSMinimumSystemVersion": MACOS,
-    }, sort_keys=True)
+def app_plist(executable, name):
+    return info_plist(executable, name, f"org.machofix.fixtures.fix.{name}", MACOS)
 
 
 def assemble_app(builder, name, outdir):
@@ -408,7 +370,7 @@ def assemble_app(builder, name, outdir):
     root = outdir / "apps" / name
     (root / "Contents" / "MacOS").mkdir(parents=True)
     (root / "Contents" / "Frameworks").mkdir()
-    (root / "Contents" / "Info.plist").write_bytes(info_plist(exe, name[:-4]))
+    (root / "Contents" / "Info.plist").write_bytes(app_plist(exe, name[:-4]))
     shutil.copyfile(builder.staged(exe), root / "Contents" / "MacOS" / exe)
     os.chmod(root / "Contents" / "MacOS" / exe, 0o755)
     for rel, key in files.items():
