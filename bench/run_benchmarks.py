@@ -10,6 +10,8 @@ measurements in its places (--check: the committed file is exactly that). Parts:
  - .pte files of 1 MB .. 4 GB: `machofix prune -o` against `cp` of the same file,
    and machofix's peak RSS (target: cp + 5 ms below 100 MB, 1.2x cp from 100 MB up,
    under 256 MiB at every size);
+ - floor: a 105 MB .pte copied with a whole proof and nothing else, three ways
+   (bench/copy_floor.cc), and by `machofix prune -o`, against `cp`;
  - Mach-O dylibs of 100 KB .. 200 MB, signed by ld64.lld-16: `machofix prune -o`
    (prune + re-sign + verify + write) against `llvm-install-name-tool-16 -add_rpath`
    (which also rewrites and re-signs; target 1.0x or better), and `machofix verify`
@@ -154,6 +156,32 @@ def bench_pte(machofix, pte_writer, work, sizes_mb, runs):
         for path in (model, copy, out):
             if os.path.exists(path):
                 os.unlink(path)
+    return rows
+
+
+def bench_floor(machofix, pte_writer, work, size_mb, runs):
+    """A copy with a whole proof and nothing else (bench/copy_floor.cc), three ways, and
+    `machofix prune -o`, against `cp`, on one .pte: what the proof itself costs."""
+    floor = os.path.join(os.path.dirname(TIMER), "copy_floor")
+    blobs = os.path.join(work, "blobs")
+    subprocess.run([os.path.join(ROOT, "tests", "pte", "make_blobs.sh"), blobs], check=True, capture_output=True)
+    model = os.path.join(work, f"model-{size_mb}.pte")
+    subprocess.run([pte_writer, "big", blobs, model, str(size_mb << 20), "4096"], check=True)
+    warm(model)
+    ways = [("`cp`", ["cp"]),
+            ("one thread: `pread`, `pwrite`, `pread` back, `memcmp`", [floor, "read-once-1"]),
+            ("two threads doing the same, 1 MiB parts each", [floor, "read-once-2"]),
+            ("`copy_file_range` on one thread, two threads comparing behind it", [floor, "kernel-copy"]),
+            ("`machofix prune -o`", None)]
+    jobs = []
+    for index, (_, command) in enumerate(ways):
+        out = os.path.join(work, f"floor-{index}.pte")
+        argv = command + [model, out] if command else [machofix, "prune", "-q", model, "-o", out]
+        jobs.append((argv, None, removing(out)))
+    times = timed(*jobs, runs=runs)
+    size = f"{os.path.getsize(model) / 1e6:,.0f} MB"
+    rows = [(name, size, t.median, t.median / times[0].median, t.best / times[0].best) for (name, _), t in zip(ways, times)]
+    os.unlink(model)
     return rows
 
 
@@ -429,6 +457,8 @@ def bench_many(machofix, pte_writer, work, count, runs):
 TABLES = {
     "pte": (["file", "cp s", "machofix s", "over cp ms", "ratio", "ratio of best runs", "peak RSS MiB"],
             ["{}", "{:.3f}", "{:.3f}", "{:+.1f}", "{:.2f}x", "{:.2f}x", "{:.0f}"]),
+    "floor": (["copy and whole proof", "file", "s", "over cp", "best runs over cp"],
+              ["{}", "{}", "{:.4f}", "{:.2f}x", "{:.2f}x"]),
     "macho": (["dylib", "prune s", "install-name-tool s", "ratio", "best", "verify s", "sha256sum s", "ratio", "best"],
               ["{}", "{:.3f}", "{:.3f}", "{:.2f}x", "{:.2f}x", "{:.3f}", "{:.3f}", "{:.2f}x", "{:.2f}x"]),
     "startup": (["run", "median ms", "best ms", "peak RSS MiB"], ["{}", "{:.1f}", "{:.1f}", "{:.0f}"]),
@@ -566,6 +596,7 @@ def main():
     load_before = os.getloadavg()[0]
     measure = {
         "pte": lambda: bench_pte(machofix, pte_writer, work, pte_sizes, runs),
+        "floor": lambda: bench_floor(machofix, pte_writer, work, 100, runs),
         "macho": lambda: bench_macho(machofix, work, macho_sizes, runs),
         "startup": lambda: bench_startup(machofix, work, runs),
         "shared": lambda: bench_shared(machofix, pte_writer, work, [100] if arguments.quick else [1024, 4096], runs),
