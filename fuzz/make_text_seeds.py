@@ -117,7 +117,7 @@ def plist_seeds(out):
     for name, bundle in sorted(app.APPS.items()):
         if not bundle.exe:
             continue
-        xml = app.info_plist(bundle.exe, name[:-4])
+        xml = app.app_plist(bundle.exe, name[:-4])
         (out / f"{name}.xml").write_bytes(xml)
         (out / f"{name}.bin").write_bytes(plistlib.dumps(plistlib.loads(xml), fmt=plistlib.FMT_BINARY))
     # Every node type libplist reads, around the key the bundle reader wants.
