@@ -9,7 +9,7 @@
 //   read-once-2  the same on two threads, each taking the next 1 MiB part;
 //   kernel-copy  copy_file_range on one thread (machofix's way), and two threads
 //                comparing behind it, each reading both files (pread) into its buffers.
-// bench/copy_floor.py times each against `cp` (BENCHMARKS.md, the .pte section).
+// `bench/run_benchmarks.py --only floor` times each against `cp` (BENCHMARKS.md).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>

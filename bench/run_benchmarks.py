@@ -134,14 +134,22 @@ def filesystem(path):
     return subprocess.run(["df", "--output=fstype", path], capture_output=True, text=True).stdout.split()[-1]
 
 
-def bench_pte(machofix, pte_writer, work, sizes_mb, runs):
+def big_pte(pte_writer, work, size_mb):
+    """A .pte of about size_mb MiB (tests/pte's blobs, weights after them), in the page
+    cache: the file the .pte parts time."""
     blobs = os.path.join(work, "blobs")
-    subprocess.run([os.path.join(ROOT, "tests", "pte", "make_blobs.sh"), blobs], check=True, capture_output=True)
+    if not os.path.isdir(blobs):
+        subprocess.run([os.path.join(ROOT, "tests", "pte", "make_blobs.sh"), blobs], check=True, capture_output=True)
+    model = os.path.join(work, f"model-{size_mb}.pte")
+    subprocess.run([pte_writer, "big", blobs, model, str(size_mb << 20), "4096"], check=True)
+    warm(model)
+    return model
+
+
+def bench_pte(machofix, pte_writer, work, sizes_mb, runs):
     rows = []
     for size in sizes_mb:
-        model = os.path.join(work, f"model-{size}.pte")
-        subprocess.run([pte_writer, "big", blobs, model, str(size << 20), "4096"], check=True)
-        warm(model)
+        model = big_pte(pte_writer, work, size)
         copy = os.path.join(work, "copy.pte")
         out = os.path.join(work, "out.pte")
         # Each output goes as soon as it is timed. Kept until the next run, the two
@@ -163,11 +171,7 @@ def bench_floor(machofix, pte_writer, work, size_mb, runs):
     """A copy with a whole proof and nothing else (bench/copy_floor.cc), three ways, and
     `machofix prune -o`, against `cp`, on one .pte: what the proof itself costs."""
     floor = os.path.join(os.path.dirname(TIMER), "copy_floor")
-    blobs = os.path.join(work, "blobs")
-    subprocess.run([os.path.join(ROOT, "tests", "pte", "make_blobs.sh"), blobs], check=True, capture_output=True)
-    model = os.path.join(work, f"model-{size_mb}.pte")
-    subprocess.run([pte_writer, "big", blobs, model, str(size_mb << 20), "4096"], check=True)
-    warm(model)
+    model = big_pte(pte_writer, work, size_mb)
     ways = [("`cp`", ["cp"]),
             ("one thread: `pread`, `pwrite`, `pread` back, `memcmp`", [floor, "read-once-1"]),
             ("two threads doing the same, 1 MiB parts each", [floor, "read-once-2"]),
