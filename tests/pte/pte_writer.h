@@ -21,6 +21,7 @@
 
 #include "core/io/pte.h"
 #include "core/base/sha.h"
+#include "tests/support/whole_file.h"
 #include "flat_tensor_generated.h"
 #include "program_generated.h"
 
@@ -319,9 +320,8 @@ inline void write_file(const Spec& spec, const std::string& path) {
 }
 
 inline std::vector<uint8_t> read_file(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) throw std::runtime_error("cannot read " + path);
-  return {std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+  if (!std::ifstream(path, std::ios::binary)) throw std::runtime_error("cannot read " + path);
+  return machofix::test::whole_file<std::vector<uint8_t>>(path);
 }
 
 // ---------------------------------------------------------------------------

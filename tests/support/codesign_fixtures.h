@@ -16,6 +16,7 @@
 #include "core/base/bytes.h"
 #include "core/format/codesign.h"
 #include "core/format/macho.h"
+#include "tests/support/whole_file.h"
 
 namespace machofix::codesign_test {
 
@@ -52,9 +53,8 @@ inline void write_text(const fs::path& path, const std::string& text) {
 }
 
 inline std::vector<uint8_t> read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE(in.good());
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+  REQUIRE(std::ifstream(path, std::ios::binary).good());
+  return machofix::test::whole_file<std::vector<uint8_t>>(path.string());
 }
 
 inline void write_file(const fs::path& path, const std::vector<uint8_t>& data) {

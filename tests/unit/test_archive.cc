@@ -16,6 +16,7 @@
 
 #include "core/io/archive.h"
 #include "core/io/file_io.h"
+#include "tests/support/whole_file.h"
 
 #if defined(__APPLE__)
 #include <xlocale.h>
@@ -52,10 +53,7 @@ class Scratch {
   std::string root_;
 };
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
+std::string read_file(const std::string& path) { return test::whole_file(path); }
 
 void write_file(const std::string& path, const std::string& content) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << content;

@@ -15,6 +15,7 @@
 #include "core/format/macho_format.h"
 #include "core/rewrite/macho_repair.h"
 #include "tests/support/macho_builder.h"
+#include "tests/support/whole_file.h"
 
 using namespace machofix;
 using namespace machofix::test;
@@ -36,8 +37,7 @@ struct ScratchDirectory {
 };
 
 std::vector<uint8_t> read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  return whole_file<std::vector<uint8_t>>(path.string());
 }
 
 void write_bytes(const fs::path& path, const std::vector<uint8_t>& bytes) {

@@ -26,6 +26,7 @@
 #include "core/base/sha.h"
 #include "tests/pte/pte_writer.h"
 #include "tests/support/spoiled_copies.h"
+#include "tests/support/whole_file.h"
 
 using namespace machofix;
 using pte_internal::Container;
@@ -81,8 +82,7 @@ struct LinkedBlobs {
 };
 
 std::string read_text(const std::string& path) {
-  std::ifstream file(path);
-  return {std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+  return test::whole_file(path);
 }
 
 const LinkedBlobs& linked_blobs() {
