@@ -103,8 +103,10 @@ install_missing_packages dpkg-dev make git perl python3-wheel python3-setuptools
 
 # Unity build: a release is compiled whole, never piece by piece, and the headers that
 # dominate machofix's compile (spdlog and fmt, CLI11, nlohmann-json, toml++) are then
-# parsed once a batch instead of once a file: 43% less compile time (g++ -O2, core
-# and tool: 117 s of CPU instead of 206 s).
+# parsed once a layer instead of once a file (CMakeLists.txt: each layer of core/, and
+# tool/, is one unity file): 43% less compile time in batches of 8 (g++ -O2, core and
+# tool: 117 s of CPU instead of 206 s), and 18% less again as one file a layer
+# (clang -O2: 132 s instead of 162).
 build_machofix() {
   local build=$work/machofix-$target strip_debug
   # Debug information out of the binaries: on Linux the static libraries' DWARF

@@ -101,11 +101,6 @@ namespace rules {
 
 namespace {
 
-constexpr uint32_t PLATFORM_MACOS = 1, PLATFORM_IOS = 2, PLATFORM_TVOS = 3, PLATFORM_WATCHOS = 4,
-                   PLATFORM_BRIDGEOS = 5, PLATFORM_MACCATALYST = 6, PLATFORM_IOSSIMULATOR = 7,
-                   PLATFORM_TVOSSIMULATOR = 8, PLATFORM_WATCHOSSIMULATOR = 9, PLATFORM_DRIVERKIT = 10,
-                   PLATFORM_VISIONOS = 11, PLATFORM_VISIONOSSIMULATOR = 12;
-
 constexpr uint32_t version(uint32_t major, uint32_t minor = 0) { return major << 16 | minor << 8; }
 
 // dyld3 MachOAnalyzer::enforceFormat: per platform, the SDK from which a kind of

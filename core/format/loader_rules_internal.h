@@ -19,6 +19,11 @@ using namespace macho;
 // Values the rules need beyond core/format/macho_format.h.
 constexpr uint32_t MH_DYLDLINK = 0x4;
 constexpr uint32_t SG_NORELOC = 0x4;
+// LC_BUILD_VERSION's platforms (<mach-o/loader.h>), declared once for every rules file.
+constexpr uint32_t PLATFORM_MACOS = 1, PLATFORM_IOS = 2, PLATFORM_TVOS = 3, PLATFORM_WATCHOS = 4,
+                   PLATFORM_BRIDGEOS = 5, PLATFORM_MACCATALYST = 6, PLATFORM_IOSSIMULATOR = 7,
+                   PLATFORM_TVOSSIMULATOR = 8, PLATFORM_WATCHOSSIMULATOR = 9, PLATFORM_DRIVERKIT = 10,
+                   PLATFORM_VISIONOS = 11, PLATFORM_VISIONOSSIMULATOR = 12;
 
 // What dyld3's MachOAnalyzer::enforceFormat(Malformed::...) gates on the SDK the
 // binary was built with (and, for one rule, mach_o::Policy's enforcement epoch).

@@ -17,7 +17,6 @@ using namespace macho;
 
 namespace {
 
-constexpr uint32_t PLATFORM_DRIVERKIT = 10;
 constexpr uint64_t kCommandsField = offsetof(MachHeader64, ncmds);  // where "missing X" is reported: the list of commands
 // An LC_UNIXTHREAD's first thread state: after thread_command, its flavor and count (u32 each).
 constexpr uint64_t kThreadState = sizeof(ThreadCommand) + 2 * sizeof(uint32_t);
