@@ -218,7 +218,7 @@ fetch_all_sources() {
 }
 
 # Builds each Debian library for $target into its own part of the cache (keyed by
-# the .dsc, the target, the toolchain and this recipe), then links the parts into
+# the .dsc, the target, the toolchain and its flags, and this recipe), then links the parts into
 # the target's prefix.
 build_debian_libraries() {
   local prefix=$cache/prefix-$target entry name debian_version dsc_sha256
@@ -228,7 +228,8 @@ build_debian_libraries() {
   for entry in "${sources[@]}"; do
     read -r name debian_version dsc_sha256 <<<"$entry"
     local key part
-    key=$( (echo "$dsc_sha256 $(zig_triple "$target") zig-$ZIG_VERSION"; declare -f "$(recipe_of "$name")") | sha256sum | cut -c1-16)
+    key=$( (echo "$dsc_sha256 $(zig_triple "$target") zig-$ZIG_VERSION"; toolchain_fingerprint
+      declare -f "$(recipe_of "$name")") | sha256sum | cut -c1-16)
     part=$cache/parts/$name-$target-$key
     if ! up_to_date "$part" "$key"; then
       local dsc

@@ -109,9 +109,25 @@ make_toolchain() {
   # optimised too: zig builds libc++, libunwind and compiler-rt once per target and
   # optimisation mode, a minute each time, and the release links with -O2 or -O3
   # (one mode to zig). A later -O in the arguments wins.
+  # On Linux, no LTO, and every link strips debug information as the release's own
+  # links do (build_release.sh). zig builds libc++ (97 s of CPU), libunwind and
+  # compiler-rt once for each such choice: the configure checks' links built a second
+  # libc++, with DWARF, that no release links. And zig links an executable there with
+  # LTO unless told not to, compiling libc++'s bitcode again at each link: a
+  # configure's C++ check took 10 s instead of 0.5. (The release's own links never
+  # used LTO: their bytes are the same.) macOS builds one of each already.
+  local flags="-target $triple -O2" link_flags=""
+  [ "$(target_os "$target")" != linux ] || { flags="$flags -fno-lto"; link_flags=" -Wl,--strip-debug"; }
   local tool
   for tool in cc c++; do
-    printf '#!/bin/sh\nexec "%s" %s -target %s -O2 "$@"\n' "$zig" "$tool" "$triple" >"$dir/$tool"
+    {
+      echo '#!/bin/sh'
+      if [ -n "$link_flags" ]; then
+        echo '# A link: no -c (compile), -S (assemble) nor -E (preprocess) among the arguments.'
+        echo "case \" \$* \" in *' -c '*|*' -S '*|*' -E '*) ;; *) set -- \"\$@\"$link_flags ;; esac"
+      fi
+      printf 'exec "%s" %s %s "$@"\n' "$zig" "$tool" "$flags"
+    } >"$dir/$tool"
   done
   for tool in ar ranlib; do printf '#!/bin/sh\nexec "%s" %s "$@"\n' "$zig" "$tool" >"$dir/$tool"; done
   chmod +x "$dir"/cc "$dir"/c++ "$dir"/ar "$dir"/ranlib
@@ -139,4 +155,14 @@ set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
 EOF
   toolchain_dir=$dir
   cc=$dir/cc
+}
+
+# The compiler wrappers' content (their flags), without the cache's path: part of
+# the key of whatever they build, so that a change of flags rebuilds it.
+toolchain_fingerprint() {
+  local tool content
+  for tool in cc c++ ar ranlib; do
+    content=$(<"$toolchain_dir/$tool")
+    printf '%s\n%s\n' "$tool" "${content//"$cache"/<cache>}"
+  done
 }
