@@ -12,10 +12,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <iterator>
 
 #include "core/base/error.h"
 #include "core/format/fat.h"
+#include "tests/support/whole_file.h"
 
 #include "fuzz/sample_images.h"
 
@@ -189,8 +189,7 @@ void exports_seeds() {
 
 // The exports trie of each 64-bit slice of the Mach-O file at `path`, if any.
 void tries_of(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<uint8_t> bytes = test::whole_file<std::vector<uint8_t>>(path.string());
   Bytes file(bytes);
   std::vector<Bytes> slices;
   try {

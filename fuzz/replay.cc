@@ -25,14 +25,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "fuzz/targets.h"
+#include "tests/support/whole_file.h"
 
 namespace fs = std::filesystem;
 
@@ -73,9 +72,9 @@ std::optional<std::vector<uint8_t>> parse_hex(const std::string& text) {
 }
 
 std::optional<std::vector<uint8_t>> load(const fs::path& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return std::nullopt;
-  std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  std::optional<std::string> read = machofix::test::read_whole_file(path.string());
+  if (!read) return std::nullopt;
+  const std::string& text = *read;
   if (path.extension() == ".hex") return parse_hex(text);
   return std::vector<uint8_t>(text.begin(), text.end());
 }

@@ -320,8 +320,9 @@ inline void write_file(const Spec& spec, const std::string& path) {
 }
 
 inline std::vector<uint8_t> read_file(const std::string& path) {
-  if (!std::ifstream(path, std::ios::binary)) throw std::runtime_error("cannot read " + path);
-  return machofix::test::whole_file<std::vector<uint8_t>>(path);
+  auto bytes = machofix::test::read_whole_file<std::vector<uint8_t>>(path);
+  if (!bytes) throw std::runtime_error("cannot read " + path);
+  return *bytes;
 }
 
 // ---------------------------------------------------------------------------

@@ -53,8 +53,9 @@ inline void write_text(const fs::path& path, const std::string& text) {
 }
 
 inline std::vector<uint8_t> read_file(const fs::path& path) {
-  REQUIRE(std::ifstream(path, std::ios::binary).good());
-  return machofix::test::whole_file<std::vector<uint8_t>>(path.string());
+  auto bytes = machofix::test::read_whole_file<std::vector<uint8_t>>(path.string());
+  REQUIRE(bytes.has_value());
+  return *bytes;
 }
 
 inline void write_file(const fs::path& path, const std::vector<uint8_t>& data) {

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <regex>
 #include <set>
@@ -23,6 +22,7 @@
 #include "core/io/pte_container.h"
 #include "fuzz/sample_images.h"
 #include "tests/support/macho_builder.h"
+#include "tests/support/whole_file.h"
 
 using namespace machofix;
 using namespace machofix::test;
@@ -647,9 +647,9 @@ TEST_CASE("what dyld lets pass is not flagged") {
 
 TEST_CASE("docs/loader-rules.md lists exactly the rules the code checks") {
   std::filesystem::path doc = std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() / "docs" / "loader-rules.md";
-  std::ifstream in(doc);
-  REQUIRE(in.good());
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto read = test::read_whole_file(doc.string());
+  REQUIRE(read.has_value());
+  const std::string& text = *read;
   std::set<std::string> documented;
   std::regex heading(R"(^#### `([a-z0-9-]+)`)", std::regex::multiline);
   for (auto it = std::sregex_iterator(text.begin(), text.end(), heading); it != std::sregex_iterator(); ++it)

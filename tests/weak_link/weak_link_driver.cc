@@ -10,22 +10,22 @@
 // a glob matches nothing, or the input is malformed.
 #include <fstream>
 #include <iostream>
-#include <iterator>
 
 #include "core/lief/lief_check.h"
 #include "core/base/error.h"
 #include "core/format/imports.h"
 #include "core/format/macho.h"
 #include "core/rewrite/weak_link.h"
+#include "tests/support/whole_file.h"
 
 using namespace machofix;
 
 namespace {
 
 std::vector<uint8_t> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot open " + path);
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+  auto bytes = test::read_whole_file<std::vector<uint8_t>>(path);
+  if (!bytes) fail("cannot read " + path);
+  return *bytes;
 }
 
 int run(const std::string& input, const std::string& output, const std::vector<std::string>& globs) {
