@@ -55,7 +55,9 @@ TIMEOUT = 60
 # is not one dyld loads (a dSYM, an object file: dlopen() refuses it, a step this
 # runtime loader stops before) is refused as not handled, as is a 32-bit Mach-O (a
 # 64-bit process's dlopen() refuses it too: seed 2652710170 turned a blob's magic
-# 0xfeedfacf into 0xfeedface), and a signature that sign
+# 0xfeedfacf into 0xfeedface), a universal blob whose fat_arch table does not fit in
+# it (dyld finds no slice in it: seed 1524959235 cut a universal blob's segment to its
+# 8-byte fat header), and a signature that sign
 # cannot add or replace without overwriting bytes it does not own (header padding
 # that is not zero, data after __LINKEDIT). Anything else on a file that loads is a
 # false rejection.
@@ -67,6 +69,7 @@ OWN_REASONS = re.compile(
     r"machofix does not move segments|no dependent dylib's install name matches|"
     r"verifying the output before committing it|the input breaks the loader rule [a-z0-9-]+|"
     r"Mach-O header \(\d+ bytes\) runs past the end of its container|"
+    r"fat_arch table \(\d+ bytes\) runs past the end of its container|"
     r"is not supported \(only dylibs, bundles and executables\)|32-bit Mach-O is not supported|"
     r"cannot add a signature: |cannot replace the unreadable signature: ")
 INTERESTING_32 = [0, 1, 2, 7, 8, 0x7F, 0x80, 0xFF, 0x100, 0xFFFF, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 0xFFFFFFFE]
