@@ -109,23 +109,24 @@ make_toolchain() {
   # optimised too: zig builds libc++, libunwind and compiler-rt once per target and
   # optimisation mode, a minute each time, and the release links with -O2 or -O3
   # (one mode to zig). A later -O in the arguments wins.
-  # On Linux, no LTO, and every link strips debug information as the release's own
-  # links do (build_release.sh). zig builds libc++ (97 s of CPU), libunwind and
-  # compiler-rt once for each such choice: the configure checks' links built a second
-  # libc++, with DWARF, that no release links. And zig links an executable there with
-  # LTO unless told not to, compiling libc++'s bitcode again at each link: a
-  # configure's C++ check took 10 s instead of 0.5. (The release's own links never
-  # used LTO: their bytes are the same.) macOS builds one of each already.
-  local flags="-target $triple -O2" link_flags=""
-  [ "$(target_os "$target")" != linux ] || { flags="$flags -fno-lto"; link_flags=" -Wl,--strip-debug"; }
+  # Every link strips debug information, as the release's own links do
+  # (build_release.sh). zig builds libc++ (97 s of CPU), libunwind and compiler-rt once
+  # for each such choice: the configure checks' links built a second libc++ per
+  # target, with DWARF, that no release links. On Linux, no LTO either: zig links an
+  # executable there with LTO unless told not to, compiling libc++'s bitcode again at
+  # each link (a configure's C++ check took 10 s instead of 0.5). The release's own
+  # links never used LTO: their bytes are the same.
+  local flags="-target $triple -O2" link_flags
+  case $(target_os "$target") in
+    linux) flags="$flags -fno-lto" link_flags=-Wl,--strip-debug ;;
+    macos) link_flags=-Wl,-S ;;
+  esac
   local tool
   for tool in cc c++; do
     {
       echo '#!/bin/sh'
-      if [ -n "$link_flags" ]; then
-        echo '# A link: no -c (compile), -S (assemble) nor -E (preprocess) among the arguments.'
-        echo "case \" \$* \" in *' -c '*|*' -S '*|*' -E '*) ;; *) set -- \"\$@\"$link_flags ;; esac"
-      fi
+      echo '# A link: no -c (compile), -S (assemble) nor -E (preprocess) among the arguments.'
+      echo "case \" \$* \" in *' -c '*|*' -S '*|*' -E '*) ;; *) set -- \"\$@\" $link_flags ;; esac"
       printf 'exec "%s" %s %s "$@"\n' "$zig" "$tool" "$flags"
     } >"$dir/$tool"
   done
