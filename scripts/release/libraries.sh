@@ -218,8 +218,8 @@ fetch_all_sources() {
 }
 
 # Builds each Debian library for $target into its own part of the cache (keyed by
-# the .dsc, the target, the toolchain and its flags, and this recipe), then links the parts into
-# the target's prefix.
+# the .dsc, the target, the toolchain and its flags, and this recipe), then links the
+# parts into the target's prefix.
 build_debian_libraries() {
   local prefix=$cache/prefix-$target entry name debian_version dsc_sha256
   mkdir -p "$prefix/include" "$prefix/lib/pkgconfig"

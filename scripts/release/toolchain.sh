@@ -105,14 +105,13 @@ make_toolchain() {
   triple=$(zig_triple "$target")
   local dir=$cache/toolchain/zig-$ZIG_VERSION-$triple
   mkdir -p "$dir"
-  # -O2 first, so that a compile that names no level (a configure check) is
-  # optimised too: zig builds libc++, libunwind and compiler-rt once per target and
-  # optimisation mode, a minute each time, and the release links with -O2 or -O3
-  # (one mode to zig). A later -O in the arguments wins.
-  # Every link strips debug information, as the release's own links do
-  # (build_release.sh). zig builds libc++ (97 s of CPU), libunwind and compiler-rt once
-  # for each such choice: the configure checks' links built a second libc++ per
-  # target, with DWARF, that no release links. On Linux, no LTO either: zig links an
+  # zig builds libc++ (97 s of CPU), libunwind and compiler-rt once per target for
+  # each optimisation mode and each choice of debug information. So -O2 comes first,
+  # so that a compile that names no level (a configure check) is optimised too (the
+  # release links with -O2 or -O3, one mode to zig; a later -O in the arguments wins),
+  # and every link strips debug information, as the release's own links do
+  # (build_release.sh): the configure checks' links built a second libc++ per target,
+  # with DWARF, that no release links. On Linux, no LTO either: zig links an
   # executable there with LTO unless told not to, compiling libc++'s bitcode again at
   # each link (a configure's C++ check took 10 s instead of 0.5). The release's own
   # links never used LTO: their bytes are the same.
