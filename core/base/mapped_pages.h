@@ -48,9 +48,12 @@ bool same_file_bytes(const uint8_t* a, const uint8_t* b, uint64_t length);
 // middle, say), which would make the whole part read and compared.
 uint64_t mapping_uniform_extent(const uint8_t* data, uint64_t limit);
 
-// Drops this process's resident pages around [data, data + length) (out to whole
-// 2 MiB blocks), if that range lies in a registered read-only mapping larger than
-// 16 MiB; otherwise does nothing. Only a hint.
+// For a long pass that has just gone over [data, data + length), in a registered
+// read-only mapping larger than 16 MiB: drops this process's resident pages of the
+// whole 2 MiB blocks the pass has moved past, from the block holding `data` up to the
+// last block boundary at or below data + length (or to the mapping's end, if the pass
+// reached it). Elsewhere does nothing. A pass that calls it for each part it reads
+// lets go of every block once, behind it. Only a hint.
 void release_mapped_pages(const uint8_t* data, uint64_t length);
 
 }  // namespace machofix
