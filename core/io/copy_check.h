@@ -103,6 +103,11 @@ class CopyChecker {
 // for (a 105 MB .pte ended in a 36 MiB chunk: 4 ms of comparing after the copy).
 constexpr uint64_t kCopyChunk = 2ull << 20;
 constexpr uint64_t kLargestCopyChunk = 64ull << 20;
+// No chunk is larger than 1/kChunksAtLeast of the offset the copy ends at, so that a
+// mid-sized copy's comparison follows it closely, reading what the copy has just read
+// and written: a 105 MB .pte copied in 2 MiB chunks (up to 32 MiB before) ended its
+// comparison 0.4 ms after the copy instead of 2-3 ms, and took 5% less time.
+constexpr uint64_t kChunksAtLeast = 32;
 
 // Below this output size (two chunks) the checker compares in the thread that calls
 // help() or finish(), and a .pte's early copy runs in the caller: with less to copy
@@ -113,12 +118,13 @@ constexpr uint64_t kThreadedCopyMinimum = 2 * kCopyChunk;
 
 // How much to copy from output offset `at` of a copy that ends at output offset
 // `end`: up to the next multiple of the chunk size there (the largest power of two not
-// above `at` nor above half of what is left from there, at least kCopyChunk and at
-// most kLargestCopyChunk), counted in whole pages, so a chunk that starts inside a
-// page ends at the same place in another page. Chunks end on 2 MiB boundaries, and
-// the page cache builds each 2 MiB block of the output from a single copy_file_range
-// call, in large folios; chunks that cut the blocks elsewhere (a segment at 58352,
-// say) made a 1 GiB .pte copy 25% slower. The last chunk is cut at `end`.
+// above `at`, nor above half of what is left from there, nor above end /
+// kChunksAtLeast; at least kCopyChunk and at most kLargestCopyChunk), counted in whole
+// pages, so a chunk that starts inside a page ends at the same place in another page.
+// Chunks end on 2 MiB boundaries, and the page cache builds each 2 MiB block of the
+// output from a single copy_file_range call, in large folios; chunks that cut the
+// blocks elsewhere (a segment at 58352, say) made a 1 GiB .pte copy 25% slower. The
+// last chunk is cut at `end`.
 uint64_t copy_chunk_at(uint64_t at, uint64_t end);
 
 // Hands a chunk just copied from in_at to out_at to `checker`.

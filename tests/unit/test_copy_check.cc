@@ -126,15 +126,16 @@ TEST_CASE("copy_chunk_at: 2 MiB chunks first, growing to 64 MiB, every one endin
 
 TEST_CASE("copy_chunk_at: chunks shrink towards the copy's end, so that the last comparison is short") {
   constexpr uint64_t MiB = 1ull << 20;
-  // A 100 MiB (and 5,000 bytes) copy: at most half of what is left, then 2 MiB.
-  uint64_t end = 100 * MiB + 5000;
-  CHECK(copy_chunk_at(32 * MiB, end) == 32 * MiB);  // 68 MiB left: the offset's bound holds
-  CHECK(copy_chunk_at(64 * MiB, end) == 16 * MiB);  // 36 MiB left
-  CHECK(copy_chunk_at(80 * MiB, end) == 8 * MiB);
-  CHECK(copy_chunk_at(88 * MiB, end) == 4 * MiB);
-  CHECK(copy_chunk_at(96 * MiB, end) == 2 * MiB);
-  CHECK(copy_chunk_at(98 * MiB, end) == 2 * MiB);   // never below 2 MiB
-  CHECK(copy_chunk_at(100 * MiB, end) == 5000);     // but cut at the end
+  // A 2 GiB (and 5,000 bytes) copy: at most half of what is left, then 2 MiB.
+  uint64_t end = 2048 * MiB + 5000;
+  CHECK(copy_chunk_at(1024 * MiB, end) == 64 * MiB);  // 1 GiB left: the largest chunk
+  CHECK(copy_chunk_at(1984 * MiB, end) == 32 * MiB);  // 64 MiB left
+  CHECK(copy_chunk_at(2016 * MiB, end) == 16 * MiB);
+  CHECK(copy_chunk_at(2032 * MiB, end) == 8 * MiB);
+  CHECK(copy_chunk_at(2040 * MiB, end) == 4 * MiB);
+  CHECK(copy_chunk_at(2044 * MiB, end) == 2 * MiB);
+  CHECK(copy_chunk_at(2046 * MiB, end) == 2 * MiB);   // never below 2 MiB
+  CHECK(copy_chunk_at(2048 * MiB, end) == 5000);      // but cut at the end
   CHECK(copy_chunk_at(end, end) == 0);
   // The chunks of the whole copy: each ends on a 2 MiB boundary but the one cut at the
   // end, and what is left after the one before it is at most 2 MiB and 5,000 bytes.
@@ -148,6 +149,20 @@ TEST_CASE("copy_chunk_at: chunks shrink towards the copy's end, so that the last
   CHECK(chunks[chunks.size() - 2] + chunks.back() <= 2 * MiB + 5000);
   // A copy that starts and ends far into a file (a moved range) shrinks the same way.
   CHECK(copy_chunk_at(1024 * MiB, 1024 * MiB + 10 * MiB) == 4 * MiB);
+}
+
+TEST_CASE("copy_chunk_at: a mid-sized copy goes in chunks of at most 1/32 of it, so its comparison follows closely") {
+  constexpr uint64_t MiB = 1ull << 20;
+  // A 100 MiB copy: 2 MiB chunks throughout (1/32 of it is 3.1 MiB).
+  uint64_t end = 100 * MiB + 5000;
+  for (uint64_t at = 0, length = 0; at < end; at += length) {
+    length = copy_chunk_at(at, end);
+    CHECK(length == std::min(2 * MiB, end - at));
+  }
+  // A 1 GiB copy: chunks grow to 32 MiB, not 64.
+  uint64_t largest = 0;
+  for (uint64_t at = 0, length = 0; at < 1024 * MiB; at += length) largest = std::max(largest, length = copy_chunk_at(at, 1024 * MiB));
+  CHECK(largest == 32 * MiB);
 }
 
 // An output under kReadNotMappedBelow is read back, not mapped: the same checks hold.
