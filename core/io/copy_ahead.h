@@ -6,16 +6,17 @@
 // so the output is the input with a few byte ranges replaced and copying the input is
 // most of the work. CopyAhead copies the input to the temporary output, chunk by
 // chunk, on a thread of its own (a small input: at once, in the constructor;
-// kThreadedCopyMinimum) and hands each chunk to the CopyChecker as it goes; started
-// once the input is judged (a refusal comes before anything is copied), it takes the
-// rewrite (pruning, signing, the re-reads, loading LIEF) off the critical path. It
-// follows a plan, the placement the rewrite expects (MachORewrite::expected_placement):
-// the whole input where it is, or, for a universal file whose slice grows by a new
-// signature, every slice where the new layout puts it. What the rewrite then writes
-// keeps the copy as far as the copy put the input's bytes where the output has them;
-// from the first byte it did not (a layout the plan did not foresee: a .pte's
-// segments after a blob that grew), the copy stops and the rest is copied again where
-// it goes.
+// kThreadedCopyMinimum) and hands each chunk to the CopyChecker as it goes; it takes
+// the rewrite (pruning, signing, the re-reads, loading LIEF) off the critical path. A
+// Mach-O output's copy starts once the input is judged (a refusal comes before
+// anything is copied); a new .pte output's, before its blobs are judged
+// (pte_repair.cc). It follows a plan, the placement the rewrite expects
+// (MachORewrite::expected_placement): the whole input where it is, or, for a universal
+// file whose slice grows by a new signature, every slice where the new layout puts
+// it. What the rewrite then writes keeps the copy as far as the copy put the input's
+// bytes where the output has them; from the first byte it did not (a layout the plan
+// did not foresee: a .pte's segments after a blob that grew), the copy stops and the
+// rest is copied again where it goes.
 #pragma once
 
 #include <atomic>

@@ -63,8 +63,8 @@ std::vector<BlobJob> rewrite_blobs(const Container& container, std::vector<Judge
 
 }  // namespace
 
-// Every blob is judged before anything is written or copied: a refusal costs no more
-// than reading the blobs.
+// Every blob is judged before anything is written: a refusal costs no more than
+// reading the blobs (and, for a new output, stopping its early copy).
 std::vector<JudgedBlob> judge_blobs(const Container& container, const RepairOptions& options, const BlobRewriter& rewriter) {
   std::vector<JudgedBlob> judged;
   for (uint32_t index : macho_segments(container)) {

@@ -61,8 +61,8 @@ struct JudgedBlob {
 
 // --- the plan (core/io/pte_plan.cc) -------------------------------------------------
 
-// Every blob is judged before anything is written or copied: a refusal costs no more
-// than reading the blobs.
+// Every blob is judged before anything is written: a refusal costs no more than
+// reading the blobs (and, for a new output, stopping its early copy).
 std::vector<JudgedBlob> judge_blobs(const Container& container, const RepairOptions& options, const BlobRewriter& rewriter);
 
 // Rewrites the judged blobs and plans the output around them; fills in the report.

@@ -20,6 +20,7 @@
 #include <iterator>
 
 #include "tests/support/checked_options.h"
+#include "core/io/copy_check.h"
 #include "core/io/pte.h"
 #include "core/io/pte_container.h"
 #include "core/io/pte_layout.h"
@@ -930,24 +931,52 @@ TEST_CASE("a failure while writing leaves nothing behind") {
   static const std::vector<uint8_t> forward = fake_macho(20000, 1);
   std::vector<uint8_t> input = pte_test::build(pte_test::aoti_spec(pte_test::Keys::Method, {{"forward", &forward, 1}}));
   Container container = read_container(Bytes(input));
-  TempDir directory;
-  std::string path = directory / "in.pte";
-  write_bytes(path, input);
-  // The input shrinks while the (only) blob is judged, just before the copy starts:
-  // copying the weights after the blob runs out of input. (Nothing reads the mapped
-  // input past the new end: that would be SIGBUS, the price of mapping a file someone
-  // else truncates.) Truncating in the rewrite instead raced with the copy thread,
-  // which could copy everything first.
   uint32_t blob = container.named[0].segment_index;
   uint64_t keep = container.segment_start(blob) + container.segments[blob].size;
-  BlobRewriter truncating = [&](const Bytes& blob, const RepairOptions& options) {
+  // The input shrinks to the end of its (only) blob after it is mapped. (Nothing reads
+  // the mapped input past the new end: that would be SIGBUS, the price of mapping a
+  // file someone else truncates.)
+  SUBCASE("before the copy starts: the copy runs out of input") {
+    TempDir directory;
+    std::string path = directory / "in.pte";
+    write_bytes(path, input);
+    MappedFile mapped(path);
     REQUIRE(truncate(path.c_str(), static_cast<off_t>(keep)) == 0);
-    return resize_by(0)(blob, options);
+    Failure failure = failure_of([&] { repair_pte(mapped, directory / "out.pte", test::checked(), false, resize_by(0)); });
+    CHECK_MESSAGE(failure.text.find("the input became shorter") != std::string::npos, failure.text);
+    CHECK(directory.entries() == std::vector<std::string>{"in.pte"});
+  }
+  // A small input is copied at once, before its blobs are judged (CopyAhead); the
+  // comparison then reads the input again, and finds it shorter. (Truncating in the
+  // rewrite of a larger input would race with the copy thread.)
+  SUBCASE("while its blob is judged, after the copy: the comparison finds it") {
+    TempDir directory;
+    std::string path = directory / "in.pte";
+    write_bytes(path, input);
+    BlobRewriter truncating = [&](const Bytes& blob, const RepairOptions& options) {
+      REQUIRE(truncate(path.c_str(), static_cast<off_t>(keep)) == 0);
+      return resize_by(0)(blob, options);
+    };
+    MappedFile mapped(path);
+    Failure failure = failure_of([&] { repair_pte(mapped, directory / "out.pte", test::checked(), false, truncating); });
+    CHECK_MESSAGE(failure.text.find("the input is shorter than when it was copied") != std::string::npos, failure.text);
+    CHECK(directory.entries() == std::vector<std::string>{"in.pte"});
+  }
+}
+
+TEST_CASE("a blob refused while a large input is being copied leaves nothing behind") {
+  // A -o output's copy starts before the blobs are judged; for an input of two copy
+  // chunks or more it runs on a thread of its own, and a refusal stops it.
+  static const std::vector<uint8_t> forward = fake_macho(20000, 1);
+  pte_test::Spec spec = pte_test::aoti_spec(pte_test::Keys::Method, {{"forward", &forward, 1}});
+  spec.data.push_back({pte_test::pseudo_random(3 * kThreadedCopyMinimum, 7), 0, 16});
+  std::vector<uint8_t> input = pte_test::build(spec);
+  REQUIRE(input.size() > 3 * kThreadedCopyMinimum);
+  BlobRewriter refusing = [](const Bytes&, const RepairOptions&) -> BlobRewrite {
+    fail_as(ErrorKind::Refused, "refused by the test");
   };
-  MappedFile mapped(path);
-  Failure failure = failure_of([&] { repair_pte(mapped, directory / "out.pte", test::checked(), false, truncating); });
-  CHECK(failure.text.find("the input became shorter") != std::string::npos);
-  CHECK(directory.entries() == std::vector<std::string>{"in.pte"});
+  Failure failure = repair_failure(input, refusing);  // checks that nothing but the input is left
+  CHECK_MESSAGE(failure.text.find("refused by the test") != std::string::npos, failure.text);
 }
 
 TEST_CASE("file kinds are told apart by content") {
