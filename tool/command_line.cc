@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <iostream>
+#include <iterator>
+#include <memory>
+#include <utility>
 
 #include "core/jobs/contract.h"
 #include "core/lief/lief_check.h"
@@ -527,13 +530,55 @@ void configure_app(CLI::App& app, const std::shared_ptr<HelpFormatter>& help, Se
   app.footer("Run 'machofix help COMMAND' for the options of a command. -v and -q go before or after the command.");
 }
 
-}  // namespace
+// The command named on the command line, found before CLI11 parses it: the first
+// word that is no option (the options before a command are flags, without values).
+// None when there is no such word, or when the help or the version is asked first.
+std::optional<std::string> named_command(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string word = argv[i];
+    if (word == "-h" || word == "--help" || word == "--version") return std::nullopt;
+    if (word.empty() || word[0] != '-') return word;
+  }
+  return std::nullopt;
+}
 
-CommandLine parse_command_line(int argc, char** argv, Settings& settings) {
-  CLI::App app{
-      "machofix: removes unused dylib dependencies from Mach-O files and from the .so blobs of ExecuTorch .pte/.ptd "
-      "models, renumbering every library ordinal and re-signing",
-      "machofix"};
+using AddCommand = CLI::App* (*)(CLI::App&, HelpFormatter&, Settings&);
+
+constexpr std::pair<const char*, std::pair<AddCommand, Command>> kCommands[] = {
+    {"inspect", {add_inspect, Command::Inspect}}, {"prune", {add_prune, Command::Prune}},
+    {"sign", {add_sign, Command::Sign}},          {"edit", {add_edit, Command::Edit}},
+    {"verify", {add_verify, Command::Verify}},    {"check", {add_check, Command::Check}},
+    {"fix", {add_fix, Command::Fix}}};
+
+const char* kAbout =
+    "machofix: removes unused dylib dependencies from Mach-O files and from the .so blobs of ExecuTorch .pte/.ptd "
+    "models, renumbering every library ordinal and re-signing";
+
+// The command line parsed with only the command it names, when that command takes
+// every word of it: CLI11 builds every option of every command it is given, and
+// building all seven was 0.8 ms of each run (BENCHMARKS.md, "fixed costs"). None
+// otherwise (no command named, `help`, a word or an option CLI11 does not take): the
+// messages and the help then need every command, and the line is parsed again.
+std::optional<CommandLine> parse_with_its_command(int argc, char** argv, Settings& settings) {
+  std::optional<std::string> name = named_command(argc, argv);
+  if (!name) return std::nullopt;
+  auto known = std::find_if(std::begin(kCommands), std::end(kCommands), [&](const auto& entry) { return *name == entry.first; });
+  if (known == std::end(kCommands)) return std::nullopt;
+  CLI::App app{kAbout, "machofix"};
+  auto help = std::make_shared<HelpFormatter>();
+  configure_app(app, help, settings);
+  CLI::App* command = known->second.first(app, *help, settings);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError&) {
+    return std::nullopt;
+  }
+  if (!app.remaining(true).empty() || parsed_command(app) != command) return std::nullopt;
+  return CommandLine{known->second.second, kExitOk};
+}
+
+CommandLine parse_with_every_command(int argc, char** argv, Settings& settings) {
+  CLI::App app{kAbout, "machofix"};
   auto help = std::make_shared<HelpFormatter>();
   configure_app(app, help, settings);
   Commands commands = add_commands(app, *help, settings);
@@ -552,6 +597,14 @@ CommandLine parse_command_line(int argc, char** argv, Settings& settings) {
   std::cerr << help_text(app);
   spdlog::error("no command given");
   return {std::nullopt, kExitError};
+}
+
+}  // namespace
+
+CommandLine parse_command_line(int argc, char** argv, Settings& settings) {
+  if (std::optional<CommandLine> parsed = parse_with_its_command(argc, argv, settings)) return *parsed;
+  settings = Settings{};  // what the first parse set
+  return parse_with_every_command(argc, argv, settings);
 }
 
 }  // namespace machofix::cli

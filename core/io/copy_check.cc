@@ -8,7 +8,6 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
-#include <new>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -84,7 +83,7 @@ class ReadBuffers {
       constexpr int kPopulated = 0;  // macOS: faulted in as they are first written
 #endif
       void* mapped = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANON | kPopulated, -1, 0);
-      if (mapped == MAP_FAILED) throw std::bad_alloc();
+      if (mapped == MAP_FAILED) fail_system("cannot map memory to compare the output in");
       return {static_cast<uint8_t*>(mapped), size};
     }
     Mapping() = default;
