@@ -384,12 +384,17 @@ CLI::App* add_help(CLI::App& app, HelpFormatter& help, Settings& settings) {
   return command;
 }
 
+// Every command to run, by its name, in the order the help lists them.
+using AddCommand = CLI::App* (*)(CLI::App&, HelpFormatter&, Settings&);
+constexpr std::pair<const char*, std::pair<AddCommand, Command>> kCommands[] = {
+    {"inspect", {add_inspect, Command::Inspect}}, {"prune", {add_prune, Command::Prune}},
+    {"sign", {add_sign, Command::Sign}},          {"edit", {add_edit, Command::Edit}},
+    {"verify", {add_verify, Command::Verify}},    {"check", {add_check, Command::Check}},
+    {"fix", {add_fix, Command::Fix}}};
+
 Commands add_commands(CLI::App& app, HelpFormatter& help, Settings& settings) {
   Commands commands;
-  commands.to_run = {{add_inspect(app, help, settings), Command::Inspect}, {add_prune(app, help, settings), Command::Prune},
-                     {add_sign(app, help, settings), Command::Sign},       {add_edit(app, help, settings), Command::Edit},
-                     {add_verify(app, help, settings), Command::Verify},
-                     {add_check(app, help, settings), Command::Check},     {add_fix(app, help, settings), Command::Fix}};
+  for (const auto& [name, command] : kCommands) commands.to_run.push_back({command.first(app, help, settings), command.second});
   commands.help = add_help(app, help, settings);
   return commands;
 }
@@ -542,21 +547,13 @@ std::optional<std::string> named_command(int argc, char** argv) {
   return std::nullopt;
 }
 
-using AddCommand = CLI::App* (*)(CLI::App&, HelpFormatter&, Settings&);
-
-constexpr std::pair<const char*, std::pair<AddCommand, Command>> kCommands[] = {
-    {"inspect", {add_inspect, Command::Inspect}}, {"prune", {add_prune, Command::Prune}},
-    {"sign", {add_sign, Command::Sign}},          {"edit", {add_edit, Command::Edit}},
-    {"verify", {add_verify, Command::Verify}},    {"check", {add_check, Command::Check}},
-    {"fix", {add_fix, Command::Fix}}};
-
-const char* kAbout =
+constexpr const char* kAbout =
     "machofix: removes unused dylib dependencies from Mach-O files and from the .so blobs of ExecuTorch .pte/.ptd "
     "models, renumbering every library ordinal and re-signing";
 
 // The command line parsed with only the command it names, when that command takes
 // every word of it: CLI11 builds every option of every command it is given, and
-// building all seven was 0.8 ms of each run (BENCHMARKS.md, "fixed costs"). None
+// building all seven cost every run about 1 ms (BENCHMARKS.md, "fixed costs"). None
 // otherwise (no command named, `help`, a word or an option CLI11 does not take): the
 // messages and the help then need every command, and the line is parsed again.
 std::optional<CommandLine> parse_with_its_command(int argc, char** argv, Settings& settings) {
