@@ -31,6 +31,8 @@ debian_packages=(
   libyaml-cpp-dev libplist-dev
   # mbedTLS's static archives, for what the LIEF plugin needs of it
   libmbedtls-dev
+  # ld.lld, which links the LIEF plugin without libm (CMakeLists.txt says why)
+  lld
   # libarchive, linked statically: the static archive of each library that
   # `pkg-config --static libarchive` names (libarchive-dev does not pull them in)
   libarchive-dev nettle-dev libacl1-dev liblzma-dev libzstd-dev liblz4-dev libbz2-dev zlib1g-dev
