@@ -116,8 +116,8 @@ const char* const kRefusesLoaderRules =
     "A file that breaks one of the loader's rules (dyld's checks, docs/loader-rules.md) is refused, with "
     "--resign-invalid too; every file written is checked against them first.";
 
-CLI::App* add_inspect(CLI::App& app, HelpFormatter& help, Settings& settings) {
-  CLI::App* inspect = add_command(app, help, "inspect", "show each slice's dependent dylibs, what each supplies, and the signature",
+CLI::App* add_inspect(CLI::App& app, HelpFormatter& help, const char* name, Settings& settings) {
+  CLI::App* inspect = add_command(app, help, name, "show each slice's dependent dylibs, what each supplies, and the signature",
                                   "PATH... [OPTIONS]");
   add_paths(inspect, settings, "Mach-O, .pte or .ptd files, archives of them, or directories");
   add_json(inspect, settings);
@@ -127,8 +127,8 @@ CLI::App* add_inspect(CLI::App& app, HelpFormatter& help, Settings& settings) {
   return inspect;
 }
 
-CLI::App* add_prune(CLI::App& app, HelpFormatter& help, Settings& settings) {
-  CLI::App* prune = add_command(app, help, "prune", "remove dependent dylibs that supply no symbol, renumber ordinals, re-sign",
+CLI::App* add_prune(CLI::App& app, HelpFormatter& help, const char* name, Settings& settings) {
+  CLI::App* prune = add_command(app, help, name, "remove dependent dylibs that supply no symbol, renumber ordinals, re-sign",
                                 "PATH... (-o OUT | --in-place | --dry-run) [OPTIONS]");
   add_paths(prune, settings, "Mach-O, .pte or .ptd files, archives of them, or directories (recursive)");
   add_output(prune, settings);
@@ -141,8 +141,8 @@ CLI::App* add_prune(CLI::App& app, HelpFormatter& help, Settings& settings) {
   return prune;
 }
 
-CLI::App* add_sign(CLI::App& app, HelpFormatter& help, Settings& settings) {
-  CLI::App* sign = add_command(app, help, "sign", "re-sign ad hoc, keeping the signature's structure; sign unsigned files",
+CLI::App* add_sign(CLI::App& app, HelpFormatter& help, const char* name, Settings& settings) {
+  CLI::App* sign = add_command(app, help, name, "re-sign ad hoc, keeping the signature's structure; sign unsigned files",
                                "PATH... (-o OUT | --in-place) [OPTIONS]");
   add_paths(sign, settings, "Mach-O, .pte or .ptd files, archives of them, or directories");
   add_output(sign, settings);
@@ -183,8 +183,8 @@ void add_edits(CLI::App* command, EditOptions& edit) {
       ->allow_extra_args(false);
 }
 
-CLI::App* add_edit(CLI::App& app, HelpFormatter& help, Settings& settings) {
-  CLI::App* edit = add_command(app, help, "edit", "change install names and rpaths (install_name_tool's edits), weak-link dependencies, re-sign",
+CLI::App* add_edit(CLI::App& app, HelpFormatter& help, const char* name, Settings& settings) {
+  CLI::App* edit = add_command(app, help, name, "change install names and rpaths (install_name_tool's edits), weak-link dependencies, re-sign",
                                "PATH... (-o OUT | --in-place | --dry-run) EDIT... [OPTIONS]");
   add_paths(edit, settings, "Mach-O, .pte or .ptd files, archives of them, or directories (recursive)");
   add_edits(edit, settings.job.repair.edit);
@@ -210,9 +210,9 @@ CLI::App* add_edit(CLI::App& app, HelpFormatter& help, Settings& settings) {
   return edit;
 }
 
-CLI::App* add_verify(CLI::App& app, HelpFormatter& help, Settings& settings) {
+CLI::App* add_verify(CLI::App& app, HelpFormatter& help, const char* name, Settings& settings) {
   CLI::App* verify = add_command(
-      app, help, "verify", "check every slice's signature (structure, every page and special-slot hash) and the loader's rules",
+      app, help, name, "check every slice's signature (structure, every page and special-slot hash) and the loader's rules",
       "PATH... [OPTIONS]");
   add_paths(verify, settings, "Mach-O, .pte or .ptd files, archives of them, or directories");
   add_json(verify, settings);
@@ -335,9 +335,9 @@ void add_check_rules(CLI::App* command, Settings& settings) {
       ->type_name("FILE");
 }
 
-CLI::App* add_check(CLI::App& app, HelpFormatter& help, Settings& settings) {
+CLI::App* add_check(CLI::App& app, HelpFormatter& help, const char* name, Settings& settings) {
   CLI::App* check = add_command(
-      app, help, "check", "CI gate: exit 1 if a dependency or rpath breaks a rule of portability (or of the contract)",
+      app, help, name, "CI gate: exit 1 if a dependency or rpath breaks a rule of portability (or of the contract)",
       "PATH... [OPTIONS]");
   add_paths(check, settings, "Mach-O, .pte or .ptd files, archives of them, or directories");
   add_check_rules(check, settings);
@@ -363,8 +363,8 @@ const char* const kFixNote =
     "written for it, the exit status is 1, and the report lists the edits it would have made and the findings "
     "that remain. A file check passes is left as it is (with -o, a byte copy). docs/commands/fix.md has the rules.";
 
-CLI::App* add_fix(CLI::App& app, HelpFormatter& help, Settings& settings) {
-  CLI::App* fix = add_command(app, help, "fix", "make models load: the least edit that removes each error of check, "
+CLI::App* add_fix(CLI::App& app, HelpFormatter& help, const char* name, Settings& settings) {
+  CLI::App* fix = add_command(app, help, name, "make models load: the least edit that removes each error of check, "
                                                 "written only if the result passes check",
                               "PATH... (-o OUT | --in-place | --dry-run) [OPTIONS]");
   add_paths(fix, settings, "Mach-O, .pte or .ptd files, archives of them, or directories (recursive)");
@@ -384,17 +384,27 @@ CLI::App* add_help(CLI::App& app, HelpFormatter& help, Settings& settings) {
   return command;
 }
 
-// Every command to run, by its name, in the order the help lists them.
-using AddCommand = CLI::App* (*)(CLI::App&, HelpFormatter&, Settings&);
-constexpr std::pair<const char*, std::pair<AddCommand, Command>> kCommands[] = {
-    {"inspect", {add_inspect, Command::Inspect}}, {"prune", {add_prune, Command::Prune}},
-    {"sign", {add_sign, Command::Sign}},          {"edit", {add_edit, Command::Edit}},
-    {"verify", {add_verify, Command::Verify}},    {"check", {add_check, Command::Check}},
-    {"fix", {add_fix, Command::Fix}}};
+// Every command to run, in the order the help lists them. Its name is here alone: the
+// function that adds it is given it, so that the parse with one command
+// (parse_with_its_command) finds every command by the name it has.
+struct CommandEntry {
+  const char* name;
+  CLI::App* (*add)(CLI::App&, HelpFormatter&, const char* name, Settings&);
+  Command command;
+};
+constexpr CommandEntry kCommands[] = {
+    {"inspect", add_inspect, Command::Inspect}, {"prune", add_prune, Command::Prune},
+    {"sign", add_sign, Command::Sign},          {"edit", add_edit, Command::Edit},
+    {"verify", add_verify, Command::Verify},    {"check", add_check, Command::Check},
+    {"fix", add_fix, Command::Fix}};
+
+CLI::App* add_entry(CLI::App& app, HelpFormatter& help, const CommandEntry& entry, Settings& settings) {
+  return entry.add(app, help, entry.name, settings);
+}
 
 Commands add_commands(CLI::App& app, HelpFormatter& help, Settings& settings) {
   Commands commands;
-  for (const auto& [name, command] : kCommands) commands.to_run.push_back({command.first(app, help, settings), command.second});
+  for (const CommandEntry& entry : kCommands) commands.to_run.push_back({add_entry(app, help, entry, settings), entry.command});
   commands.help = add_help(app, help, settings);
   return commands;
 }
@@ -559,19 +569,19 @@ constexpr const char* kAbout =
 std::optional<CommandLine> parse_with_its_command(int argc, char** argv, Settings& settings) {
   std::optional<std::string> name = named_command(argc, argv);
   if (!name) return std::nullopt;
-  auto known = std::find_if(std::begin(kCommands), std::end(kCommands), [&](const auto& entry) { return *name == entry.first; });
+  auto known = std::find_if(std::begin(kCommands), std::end(kCommands), [&](const CommandEntry& entry) { return *name == entry.name; });
   if (known == std::end(kCommands)) return std::nullopt;
   CLI::App app{kAbout, "machofix"};
   auto help = std::make_shared<HelpFormatter>();
   configure_app(app, help, settings);
-  CLI::App* command = known->second.first(app, *help, settings);
+  CLI::App* command = add_entry(app, *help, *known, settings);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError&) {
     return std::nullopt;
   }
   if (!app.remaining(true).empty() || parsed_command(app) != command) return std::nullopt;
-  return CommandLine{known->second.second, kExitOk};
+  return CommandLine{known->command, kExitOk};
 }
 
 CommandLine parse_with_every_command(int argc, char** argv, Settings& settings) {
