@@ -123,6 +123,11 @@ void hash_page_range(const Bytes& code, uint64_t page_size, uint8_t hash_type, u
   Hasher hasher(hash_type);
   const uint64_t pages_per_chunk = std::max<uint64_t>(1, kChunkBytes / page_size);
   auto stored_hash = [&](uint64_t page) { return stored.empty() ? nullptr : stored[page]; };
+  // Code of one chunk at most is hashed where it lies, as a small blob's digest is
+  // (for_each_part): reading it would first fault in a buffer as large as itself,
+  // page by page, where the mapping's pages come in 16 at a time (the kernel's
+  // fault-around). A .pte's 50 KB blob on the AMD EPYC VM: 0.3 ms to 0.06.
+  const bool reads = code.size() > kChunkBytes;
   std::vector<uint8_t> buffer;
   for (uint64_t chunk = first; chunk < end; chunk += pages_per_chunk) {
     uint64_t chunk_end = std::min(end, chunk + pages_per_chunk);
@@ -130,7 +135,7 @@ void hash_page_range(const Bytes& code, uint64_t page_size, uint8_t hash_type, u
     Bytes bytes = code.sub(from, to - from, "code pages");
     bool hashes_any = false;
     for (uint64_t page = chunk; page < chunk_end && !hashes_any; ++page) hashes_any = !stored_hash(page);
-    const uint8_t* read = hashes_any ? bytes_to_read(bytes.data(), bytes.size(), buffer) : bytes.data();
+    const uint8_t* read = hashes_any && reads ? bytes_to_read(bytes.data(), bytes.size(), buffer) : bytes.data();
     if (!read) code.fail_here(from, kFileShrank);
     uint64_t hashed = 0;
     for (uint64_t page = chunk; page < chunk_end; ++page) {
