@@ -126,7 +126,7 @@ void hash_page_range(const Bytes& code, uint64_t page_size, uint8_t hash_type, u
   // Code of one chunk at most is hashed where it lies, as a small blob's digest is
   // (for_each_part): reading it would first fault in a buffer as large as itself,
   // page by page, where the mapping's pages come in 16 at a time (the kernel's
-  // fault-around). A .pte's 50 KB blob on the AMD EPYC VM: 0.3 ms to 0.06.
+  // fault-around): most of a .pte blob's signature check (BENCHMARKS.md).
   const bool reads = code.size() > kChunkBytes;
   std::vector<uint8_t> buffer;
   for (uint64_t chunk = first; chunk < end; chunk += pages_per_chunk) {
