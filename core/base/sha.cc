@@ -42,6 +42,13 @@ std::atomic<uint64_t> bytes_hashed{0};  // page_bytes_hashed()
 
 constexpr const char* kFileShrank = "the file changed while it was read (it is shorter than when it was opened)";
 
+// Whether a range to hash, `size` bytes in all, is hashed where it lies rather than
+// read a chunk at a time (bytes_to_read): one chunk at most. Reading it would first
+// fault in a buffer as large as itself, page by page, where a mapping's pages come in
+// 16 at a time (the kernel's fault-around): most of a .pte blob's signature check
+// (BENCHMARKS.md).
+bool hashed_where_it_lies(uint64_t size) { return size <= kChunkBytes; }
+
 // Calls `consume(part, length)` for data[0, size) in order, in parts CommonCrypto's
 // 32-bit lengths can take; false as soon as it does. In a large range (a .pte blob's
 // key hashes the whole blob, perhaps an OutputImage whose middle maps the input), the
@@ -54,7 +61,7 @@ bool for_each_part(const uint8_t* data, size_t size, Consume consume) {
   for (size_t done = 0, part = 0; done < size; done += part) {
     part = std::min(size - done, kPart);
     const uint8_t* bytes = data + done;
-    if (size > kPart) {  // a page or a small blob is hashed where it is
+    if (!hashed_where_it_lies(size)) {
       part = std::min<size_t>(part, mapping_uniform_extent(bytes, part));
       bytes = bytes_to_read(bytes, part, buffer);
       if (!bytes) fail(kFileShrank);
@@ -123,11 +130,7 @@ void hash_page_range(const Bytes& code, uint64_t page_size, uint8_t hash_type, u
   Hasher hasher(hash_type);
   const uint64_t pages_per_chunk = std::max<uint64_t>(1, kChunkBytes / page_size);
   auto stored_hash = [&](uint64_t page) { return stored.empty() ? nullptr : stored[page]; };
-  // Code of one chunk at most is hashed where it lies, as a small blob's digest is
-  // (for_each_part): reading it would first fault in a buffer as large as itself,
-  // page by page, where the mapping's pages come in 16 at a time (the kernel's
-  // fault-around): most of a .pte blob's signature check (BENCHMARKS.md).
-  const bool reads = code.size() > kChunkBytes;
+  const bool reads = !hashed_where_it_lies(code.size());
   std::vector<uint8_t> buffer;
   for (uint64_t chunk = first; chunk < end; chunk += pages_per_chunk) {
     uint64_t chunk_end = std::min(end, chunk + pages_per_chunk);
